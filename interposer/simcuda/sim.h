@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal declarations of the simulated libcuda.so.1.
+ *
+ * Locking: one process-wide mutex, sim.lock, guards every process-local
+ * structure (tables, contexts, streams, events, pools). It is never held
+ * while a kernel occupies the engine, and the shared state's lock (see
+ * state.c) is only ever taken inside it, never the other way round.
+ */
+#ifndef SIMCUDA_SIM_H
+#define SIMCUDA_SIM_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpuslice/cuda_api.h>
+
+#include "simcuda.h"
+#include "state.h"
+
+#define SIM_API __attribute__((visibility("default")))
+
+#define SIM_GRAN (2ULL << 20)		/* VMM and pool granularity */
+#define SIM_ADDR_ALIGN 512ULL		/* of every device pointer */
+#define SIM_ADDR_BASE 0x7f0000000000ULL	/* + (dev << 40) */
+#define SIM_ADDR_WINDOW (1ULL << 40)	/* per device: 4x max capacity */
+#define SIM_VA_BASE 0x200000000000ULL	/* cuMemAddressReserve ranges */
+#define SIM_VA_WINDOW (1ULL << 46)
+
+/* Kinds of handle in sim.handles. */
+enum sim_hkind {
+	SH_CTX = 1,
+	SH_STREAM,
+	SH_EVENT,
+	SH_MODULE,
+	SH_FUNC,
+	SH_POOL,
+	SH_ARRAY,
+	SH_MIPMAP,
+	SH_VMM,
+};
+
+/* Kinds of device address range in sim.mem. */
+enum sim_mkind {
+	SM_LINEAR = 1,
+	SM_MANAGED,
+	SM_PITCH,
+	SM_POOL,
+	SM_MAPPED,
+};
+
+/* A sorted table of [key, key + len) ranges, or of handles (len 0). */
+struct sim_entry {
+	uint64_t key;
+	uint64_t len;
+	void *owner;	/* context, pool or VMM handle, by kind */
+	int kind;
+	int dev;
+};
+
+struct sim_table {
+	struct sim_entry *v;
+	size_t n, cap;
+};
+
+int sim_table_add(struct sim_table *t, const struct sim_entry *e);
+struct sim_entry *sim_table_get(struct sim_table *t, uint64_t key);
+struct sim_entry *sim_table_covering(struct sim_table *t, uint64_t addr);
+size_t sim_table_lower(const struct sim_table *t, uint64_t key);
+void sim_table_del(struct sim_table *t, struct sim_entry *e);
+uint64_t sim_table_gap(const struct sim_table *t, uint64_t lo, uint64_t hi,
+		       uint64_t *cursor, uint64_t size, uint64_t align);
+
+struct sim_stream;
+
+struct sim_ctx {
+	int dev;
+	int primary;
+	int alive;
+	int refs;		/* retains of a primary context */
+	unsigned int epoch;	/* bumped at each (re)activation */
+	struct sim_stream *legacy;
+	struct sim_ctx *next_free;	/* recycled dead contexts */
+};
+
+struct sim_pool {
+	struct sim_pool *next;
+	int dev;
+	int is_default;
+	int destroyed;		/* handle gone, waits for its allocations */
+	uint64_t reserved, used;
+	uint64_t reserved_high, used_high;
+	uint64_t threshold;
+	int reuse[3];
+};
+
+struct sim_global {
+	pthread_mutex_t lock;
+	pthread_cond_t progress;	/* broadcast when any op completes */
+	int state;			/* 0 not initialised, 1 up, -1 failed */
+	CUresult init_rc;
+	unsigned int gen;		/* bumped in each forked child */
+	int ndev;
+	struct sim_table mem;		/* device allocations and mappings */
+	struct sim_table handles;	/* every live handle, for validation */
+	struct sim_table vas;		/* reserved virtual address ranges */
+	uint64_t next_addr[SIMST_MAX_DEV];	/* allocation cursors */
+	uint64_t next_va;
+	struct sim_ctx primary[SIMST_MAX_DEV];
+	struct sim_pool *def_pool[SIMST_MAX_DEV];
+	struct sim_pool *cur_pool[SIMST_MAX_DEV];
+	struct sim_pool *pools;
+	struct sim_stream *streams;
+};
+
+extern struct sim_global sim;
+
+static inline uint64_t sim_roundup(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* init.c */
+CUresult sim_enter(void);
+CUresult sim_enter_ctx(struct sim_ctx **ctx);
+CUresult sim_leave_rc(CUresult rc);
+int sim_dev_ok(CUdevice dev);
+
+/* Handle registry (table.c). */
+int sim_handle_add(const void *h, int kind, void *owner, int dev);
+void *sim_handle_get(const void *h, int kind);
+struct sim_entry *sim_handle_entry(const void *h);
+void sim_handle_del(const void *h);
+
+/* context.c */
+struct sim_ctx *sim_ctx_current(void);
+
+/* memory.c */
+CUresult sim_charge(int dev, uint64_t bytes);
+void sim_uncharge(int dev, uint64_t bytes);
+CUresult sim_mem_insert(int dev, uint64_t size, int kind, void *owner,
+			CUdeviceptr *out);
+void sim_mem_drop_ctx(struct sim_ctx *ctx);
+
+/* array.c */
+void sim_array_free(struct sim_entry *e);
+
+/* pool.c */
+CUresult sim_pools_init(void);
+void sim_pools_shrink(void);
+void sim_pool_put(struct sim_pool *p, uint64_t size);
+
+/* stream.c */
+enum sim_op_kind { OP_KERNEL, OP_FREE, OP_RECORD, OP_WAIT };
+
+struct sim_event;
+
+struct sim_op {
+	struct sim_op *next;
+	int kind;
+	int dev;
+	uint64_t seq;		/* position in its stream */
+	uint64_t arg;		/* kernel duration or freed size */
+	uint64_t gen;		/* event generation recorded or waited for */
+	struct sim_pool *pool;
+	struct sim_event *ev;
+};
+
+struct sim_stream {
+	struct sim_stream *next;	/* in sim.streams */
+	struct sim_ctx *ctx;
+	unsigned int flags;
+	pthread_cond_t work;
+	struct sim_op *head, *tail;
+	uint64_t enq, done;	/* ops enqueued / completed so far */
+	int refs;		/* handle, worker thread, waiters */
+	int closing;		/* the worker exits once drained */
+};
+
+CUresult sim_stream_get(CUstream h, int ptds, struct sim_ctx *ctx,
+			struct sim_stream **out);
+struct sim_op *sim_op_new(int kind);
+void sim_stream_push(struct sim_stream *st, struct sim_op *op);
+void sim_stream_sync_ctx(struct sim_ctx *ctx);
+void sim_streams_close_ctx(struct sim_ctx *ctx);
+
+/* event.c */
+void sim_event_done(struct sim_event *ev, uint64_t gen);
+void sim_event_wait(struct sim_event *ev, uint64_t gen);
+void sim_event_unref(struct sim_event *ev);
+void sim_event_free(struct sim_entry *e);
+
+/* launch.c */
+void sim_module_free(struct sim_entry *e);
+
+#endif /* SIMCUDA_SIM_H */
