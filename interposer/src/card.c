@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The container's cards: which device ordinal is which card, and the
+ * charging of each card's ledger.
+ *
+ * GPU_IDX lists the physical cards given to the container. Inside a
+ * container the driver shows exactly those cards, in PCI order (the agent
+ * sets CUDA_DEVICE_ORDER=PCI_BUS_ID), so device ordinal i is the i-th
+ * listed card. When the process sees more devices than the list names (no
+ * container around it: a developer's machine, the tests), ordinal n is
+ * card n. A device that is none of the container's cards gets no memory:
+ * nothing runs unisolated.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "shim.h"
+
+static struct gs_card cards[GS_MAX_CARDS];
+static struct gs_card refused = { .ordinal = -1, .index = -1 };
+static pthread_once_t cards_once = PTHREAD_ONCE_INIT;
+
+static void cards_init(void)
+{
+	const struct gs_config *cfg = gs_config();
+
+	for (int i = 0; i < cfg->ncards; i++) {
+		cards[i].ordinal = -1;
+		cards[i].index = cfg->cards[i].index;
+		cards[i].cap = cfg->cards[i].cap;
+		pthread_mutex_init(&cards[i].open_lock, NULL);
+	}
+}
+
+/* The card slot of the ordinal-th device of nvisible, or NULL. */
+static struct gs_card *card_slot(int ordinal, int nvisible)
+{
+	const struct gs_config *cfg = gs_config();
+
+	pthread_once(&cards_once, cards_init);
+	if (cfg->invalid || ordinal < 0)
+		return &refused;
+	if (nvisible <= cfg->ncards)
+		return ordinal < cfg->ncards ? &cards[ordinal] : &refused;
+	for (int i = 0; i < cfg->ncards; i++) {
+		if (cfg->cards[i].index == ordinal)
+			return &cards[i];
+	}
+	return &refused;
+}
+
+struct gs_card *gs_card_for_device(CUdevice dev)
+{
+	static int count;
+	int n = __atomic_load_n(&count, __ATOMIC_RELAXED);
+
+	if (!n && gs_real.cuDeviceGetCount &&
+	    gs_real.cuDeviceGetCount(&n) == CUDA_SUCCESS)
+		__atomic_store_n(&count, n, __ATOMIC_RELAXED);
+	return card_slot(dev, n);
+}
+
+struct gs_card *gs_card_for_nvml(nvmlDevice_t dev)
+{
+	unsigned int index, n = 0;
+
+	if (!gs_real.nvmlDeviceGetIndex ||
+	    gs_real.nvmlDeviceGetIndex(dev, &index) != NVML_SUCCESS)
+		return &refused;
+	if (gs_real.nvmlDeviceGetCount_v2)
+		gs_real.nvmlDeviceGetCount_v2(&n);
+	return card_slot((int)index, (int)n);
+}
+
+struct gs_card *gs_current_card(CUcontext *ctx)
+{
+	CUdevice dev;
+
+	*ctx = NULL;
+	if (!gs_real.cuCtxGetCurrent || !gs_real.cuCtxGetDevice ||
+	    gs_real.cuCtxGetCurrent(ctx) != CUDA_SUCCESS || !*ctx ||
+	    gs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+		return NULL;	/* no context: the driver will say so */
+	return gs_card_for_device(dev);
+}
+
+static struct gs_ledger *card_ledger(struct gs_card *c)
+{
+	struct gs_ledger *l = __atomic_load_n(&c->ledger, __ATOMIC_ACQUIRE);
+	char path[512];
+	int err;
+
+	if (l || c->open_failed)
+		return l;
+	pthread_mutex_lock(&c->open_lock);
+	if (!c->ledger && !c->open_failed) {
+		snprintf(path, sizeof(path), "%s/card%d.ledger",
+			 gs_config()->ledger_dir, c->index);
+		err = gs_file_ledger_open(path, c->cap, 0, &l);
+		if (err) {
+			gs_err("cannot open the memory ledger %s: %s; device allocations on card %d are refused (check GPUSLICE_LEDGER_DIR)",
+			       path, strerror(-err), c->index);
+			c->open_failed = true;
+		} else {
+			gs_info("card %d: cap %llu MiB, ledger %s", c->index,
+				(unsigned long long)(c->cap / GS_MIB), path);
+			__atomic_store_n(&c->ledger, l, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&c->open_lock);
+	return c->ledger;
+}
+
+bool gs_card_usage(struct gs_card *c, uint64_t *used, uint64_t *cap)
+{
+	struct gs_ledger *l;
+
+	*used = 0;
+	*cap = 0;
+	if (c->index < 0)
+		return true;	/* not this container's: nothing to show */
+	l = card_ledger(c);
+	return l && gs_ledger_usage(l, used, cap) == 0;
+}
+
+/* Refusals are logged, but a retry loop must not flood stderr. */
+static bool refusal_log_due(void)
+{
+	static uint64_t last;
+	struct timespec ts;
+	uint64_t now, prev;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	prev = __atomic_load_n(&last, __ATOMIC_RELAXED);
+	if (prev && now - prev < 100000000ULL)
+		return false;
+	return __atomic_compare_exchange_n(&last, &prev, now, false,
+					   __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+static void log_refusal(struct gs_card *c, uint64_t bytes, const char *what,
+			int err)
+{
+	uint64_t used, cap;
+
+	if (!refusal_log_due())
+		return;
+	if (gs_config()->invalid) {
+		gs_warn("%s of %llu bytes refused: the container's GPU memory configuration is invalid (see the first line)",
+			what, (unsigned long long)bytes);
+	} else if (c->index < 0) {
+		gs_warn("%s of %llu bytes refused: the device is not one of this container's cards (GPU_IDX)",
+			what, (unsigned long long)bytes);
+	} else if (err == -ENOMEM && gs_card_usage(c, &used, &cap)) {
+		gs_warn("%s of %llu bytes refused: card %d's vGPU memory cap is %llu MiB and %.1f MiB are in use (GPU_CONTAINER_MEM)",
+			what, (unsigned long long)bytes, c->index,
+			(unsigned long long)(cap / GS_MIB),
+			(double)used / GS_MIB);
+	} else {
+		gs_warn("%s of %llu bytes refused on card %d: ledger error: %s",
+			what, (unsigned long long)bytes, c->index,
+			strerror(-err));
+	}
+}
+
+bool gs_charge(struct gs_card *c, uint64_t bytes, const char *what)
+{
+	struct gs_ledger *l;
+	int err = -EPERM;
+
+	if (!bytes)
+		return true;
+	if (c->index >= 0 && (l = card_ledger(c))) {
+		err = gs_ledger_charge(l, bytes);
+		if (err == -ENOMEM) {
+			/* Pools may hold less than was charged for them. */
+			gs_pools_reconcile(c);
+			err = gs_ledger_charge(l, bytes);
+		}
+	}
+	if (err)
+		log_refusal(c, bytes, what, err);
+	return !err;
+}
+
+void gs_uncharge(struct gs_card *c, uint64_t bytes)
+{
+	if (bytes && c && c->ledger)
+		gs_ledger_uncharge(c->ledger, bytes);
+}
+
+/* The child of a fork owns none of its parent's charges. */
+void gs_cards_after_fork_child(void)
+{
+	for (int i = 0; i < GS_MAX_CARDS; i++) {
+		pthread_mutex_init(&cards[i].open_lock, NULL);
+		if (cards[i].ledger)
+			cards[i].ledger->ops->after_fork_child(cards[i].ledger);
+	}
+}

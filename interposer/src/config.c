@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The container's configuration, from the variables the node agent sets:
+ * GPU_IDX (physical card indices) and GPU_CONTAINER_MEM (caps in MiB), each
+ * a comma-separated list for a container with vGPUs on several cards, and
+ * the shim's own GPUSLICE_* settings.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define GS_MAX_CAP_MIB (16ULL * 1024 * 1024)	/* 16 TiB */
+#define GS_DEFAULT_CONTEXT_MIB 256
+#define GS_DEFAULT_LEDGER_DIR "/run/gpuslice/ledger"
+
+/* Parses "a,b,c" of integers in [min, max]; returns the count or -1. */
+static int parse_list(const char *s, unsigned long long min,
+		      unsigned long long max, unsigned long long *out, int cap)
+{
+	int n = 0;
+
+	while (*s) {
+		char *end;
+		unsigned long long v;
+
+		if (n == cap || *s < '0' || *s > '9')
+			return -1;
+		errno = 0;
+		v = strtoull(s, &end, 10);
+		if (errno || v < min || v > max)
+			return -1;
+		out[n++] = v;
+		if (*end == ',' && end[1])
+			end++;
+		else if (*end)
+			return -1;
+		s = end;
+	}
+	return n;
+}
+
+static void copy_setting(char *dst, size_t len, const char *v, const char *def)
+{
+	snprintf(dst, len, "%s", v && *v ? v : def);
+}
+
+int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
+		    char *err, size_t errlen)
+{
+	unsigned long long idx[GS_MAX_CARDS], mem[GS_MAX_CARDS], ctx;
+	const char *vidx = get("GPU_IDX"), *vmem = get("GPU_CONTAINER_MEM");
+	const char *vctx = get("GPUSLICE_CONTEXT_MIB");
+	int nidx = 0, nmem;
+
+	memset(cfg, 0, sizeof(*cfg));
+	copy_setting(cfg->ledger_dir, sizeof(cfg->ledger_dir),
+		     get("GPUSLICE_LEDGER_DIR"), GS_DEFAULT_LEDGER_DIR);
+	copy_setting(cfg->real_libcuda, sizeof(cfg->real_libcuda),
+		     get("GPUSLICE_REAL_LIBCUDA"), "libcuda.so.1");
+	copy_setting(cfg->real_libnvml, sizeof(cfg->real_libnvml),
+		     get("GPUSLICE_REAL_LIBNVML"), "libnvidia-ml.so.1");
+	cfg->context_bytes = GS_DEFAULT_CONTEXT_MIB * GS_MIB;
+	if (!vmem || !*vmem)
+		return 0;	/* no cap: pure pass-through */
+
+	cfg->invalid = true;	/* until proven otherwise: fail closed */
+	nmem = parse_list(vmem, 1, GS_MAX_CAP_MIB, mem, GS_MAX_CARDS);
+	if (nmem <= 0) {
+		snprintf(err, errlen,
+			 "GPU_CONTAINER_MEM=%s: want MiB as integers 1-%llu, comma-separated, at most %d",
+			 vmem, GS_MAX_CAP_MIB, GS_MAX_CARDS);
+		return -EINVAL;
+	}
+	if (vidx && *vidx) {
+		nidx = parse_list(vidx, 0, 255, idx, GS_MAX_CARDS);
+		if (nidx <= 0) {
+			snprintf(err, errlen,
+				 "GPU_IDX=%s: want card indices 0-255, comma-separated, at most %d",
+				 vidx, GS_MAX_CARDS);
+			return -EINVAL;
+		}
+		if (nidx != nmem) {
+			snprintf(err, errlen,
+				 "GPU_IDX=%s names %d cards but GPU_CONTAINER_MEM=%s gives %d caps: one cap per card",
+				 vidx, nidx, vmem, nmem);
+			return -EINVAL;
+		}
+	}
+	if (vctx && *vctx) {
+		if (parse_list(vctx, 0, 65536, &ctx, 1) != 1) {
+			snprintf(err, errlen,
+				 "GPUSLICE_CONTEXT_MIB=%s: want MiB 0-65536",
+				 vctx);
+			return -EINVAL;
+		}
+		cfg->context_bytes = ctx * GS_MIB;
+	}
+	for (int i = 0; i < nmem; i++) {
+		for (int j = 0; j < i && nidx; j++) {
+			if (idx[j] == idx[i]) {
+				snprintf(err, errlen,
+					 "GPU_IDX=%s lists card %llu twice",
+					 vidx, idx[i]);
+				return -EINVAL;
+			}
+		}
+		cfg->cards[i].index = nidx ? (int)idx[i] : i;
+		cfg->cards[i].cap = mem[i] * GS_MIB;
+	}
+	cfg->ncards = nmem;
+	cfg->invalid = false;
+	cfg->enabled = true;
+	return 0;
+}
+
+static struct gs_config config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+static const char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+static void config_load(void)
+{
+	char err[256] = "";
+
+	gs_log_init();
+	if (gs_config_parse(&config, env_get, err, sizeof(err)) < 0)
+		gs_err("%s; every device allocation will be refused until it is fixed",
+		       err);
+}
+
+const struct gs_config *gs_config(void)
+{
+	pthread_once(&config_once, config_load);
+	return &config;
+}

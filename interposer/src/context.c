@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Contexts. A context occupies device memory of its own (GPUSLICE_CONTEXT_MIB
+ * per context, charged before the driver creates it), and destroying a
+ * context frees every allocation made in it, so their charges go with it.
+ * The primary context (what the runtime API uses) is charged on its first
+ * retain and uncharged when its last reference is released or it is reset.
+ */
+#include "shim.h"
+
+static struct {
+	int refs;
+	CUcontext ctx;
+	struct gs_card *card;
+} primary[GS_MAX_CARDS * 4];
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define NPRIMARY ((int)(sizeof(primary) / sizeof(primary[0])))
+
+static CUresult created(struct gs_card *c, CUcontext *pctx, CUresult r)
+{
+	if (r != CUDA_SUCCESS) {
+		gs_uncharge(c, gs_config()->context_bytes);
+		return r;
+	}
+	gs_track_add(&(struct gs_alloc){ .kind = GS_CONTEXT,
+					 .key = (uint64_t)(uintptr_t)*pctx,
+					 .bytes = gs_config()->context_bytes,
+					 .card = c });
+	return r;
+}
+
+/* The card a new context on dev is charged to, or NULL when refused. */
+static struct gs_card *charge_context(CUdevice dev, const char *what)
+{
+	struct gs_card *c = gs_card_for_device(dev);
+
+	return gs_charge(c, gs_config()->context_bytes, what) ? c : NULL;
+}
+
+GS_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags,
+				  CUdevice dev)
+{
+	__typeof__(&cuCtxCreate_v2) real = REAL(cuCtxCreate_v2);
+	struct gs_card *c;
+
+	if (!gs_enabled() || !pctx)
+		return real(pctx, flags, dev);
+	if (!(c = charge_context(dev, "cuCtxCreate (context)")))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return created(c, pctx, real(pctx, flags, dev));
+}
+
+GS_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx,
+				  CUexecAffinityParam *paramsArray,
+				  int numParams, unsigned int flags,
+				  CUdevice dev)
+{
+	__typeof__(&cuCtxCreate_v3) real = REAL(cuCtxCreate_v3);
+	struct gs_card *c;
+
+	if (!gs_enabled() || !pctx)
+		return real(pctx, paramsArray, numParams, flags, dev);
+	if (!(c = charge_context(dev, "cuCtxCreate (context)")))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return created(c, pctx, real(pctx, paramsArray, numParams, flags, dev));
+}
+
+GS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx,
+				  CUctxCreateParams *ctxCreateParams,
+				  unsigned int flags, CUdevice dev)
+{
+	__typeof__(&cuCtxCreate_v4) real = REAL(cuCtxCreate_v4);
+	struct gs_card *c;
+
+	if (!gs_enabled() || !pctx)
+		return real(pctx, ctxCreateParams, flags, dev);
+	if (!(c = charge_context(dev, "cuCtxCreate (context)")))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return created(c, pctx, real(pctx, ctxCreateParams, flags, dev));
+}
+
+GS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	CUresult r = REAL(cuCtxDestroy_v2)(ctx);
+	struct gs_alloc a;
+
+	if (r != CUDA_SUCCESS || !gs_enabled())
+		return r;
+	gs_track_drop_context(ctx);
+	if (gs_track_take(GS_CONTEXT, (uint64_t)(uintptr_t)ctx, &a))
+		gs_uncharge(a.card, a.bytes);
+	return r;
+}
+
+GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	__typeof__(&cuDevicePrimaryCtxRetain) real =
+		REAL(cuDevicePrimaryCtxRetain);
+	struct gs_card *c = NULL;
+	CUresult r;
+
+	if (!gs_enabled() || !pctx || dev < 0 || dev >= NPRIMARY)
+		return real(pctx, dev);
+	pthread_mutex_lock(&primary_lock);
+	if (!primary[dev].refs &&
+	    !(c = charge_context(dev, "cuDevicePrimaryCtxRetain (context)"))) {
+		pthread_mutex_unlock(&primary_lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	r = real(pctx, dev);
+	if (r == CUDA_SUCCESS) {
+		if (!primary[dev].refs++) {
+			primary[dev].ctx = *pctx;
+			primary[dev].card = c;
+		}
+	} else if (c) {
+		gs_uncharge(c, gs_config()->context_bytes);
+	}
+	pthread_mutex_unlock(&primary_lock);
+	return r;
+}
+
+/* The primary context of dev is gone: so is everything made in it. */
+static void primary_gone(CUdevice dev)
+{
+	gs_track_drop_context(primary[dev].ctx);
+	gs_uncharge(primary[dev].card, gs_config()->context_bytes);
+	primary[dev].refs = 0;
+	primary[dev].ctx = NULL;
+	primary[dev].card = NULL;
+}
+
+GS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	__typeof__(&cuDevicePrimaryCtxRelease_v2) real =
+		REAL(cuDevicePrimaryCtxRelease_v2);
+	CUresult r;
+
+	if (!gs_enabled() || dev < 0 || dev >= NPRIMARY)
+		return real(dev);
+	pthread_mutex_lock(&primary_lock);
+	r = real(dev);
+	if (r == CUDA_SUCCESS && primary[dev].refs && !--primary[dev].refs)
+		primary_gone(dev);
+	pthread_mutex_unlock(&primary_lock);
+	return r;
+}
+
+GS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	__typeof__(&cuDevicePrimaryCtxReset_v2) real =
+		REAL(cuDevicePrimaryCtxReset_v2);
+	CUresult r;
+
+	if (!gs_enabled() || dev < 0 || dev >= NPRIMARY)
+		return real(dev);
+	pthread_mutex_lock(&primary_lock);
+	r = real(dev);
+	if (r == CUDA_SUCCESS && primary[dev].refs)
+		primary_gone(dev);
+	pthread_mutex_unlock(&primary_lock);
+	return r;
+}
+
+void gs_contexts_before_fork(void)
+{
+	pthread_mutex_lock(&primary_lock);
+}
+
+void gs_contexts_after_fork_parent(void)
+{
+	pthread_mutex_unlock(&primary_lock);
+}
+
+void gs_contexts_after_fork_child(void)
+{
+	for (int i = 0; i < NPRIMARY; i++) {
+		primary[i].refs = 0;
+		primary[i].ctx = NULL;
+		primary[i].card = NULL;
+	}
+	pthread_mutex_init(&primary_lock, NULL);
+}

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Process-wide set-up: fork handlers. A fork must not leave the child with
+ * a lock some other parent thread held, nor with the parent's charges: the
+ * driver's state does not carry over, so the child starts with nothing.
+ */
+#include "shim.h"
+
+static void before_fork(void)
+{
+	gs_contexts_before_fork();
+	gs_pools_before_fork();
+	gs_track_before_fork();
+}
+
+static void after_fork_parent(void)
+{
+	gs_track_after_fork_parent();
+	gs_pools_after_fork_parent();
+	gs_contexts_after_fork_parent();
+}
+
+static void after_fork_child(void)
+{
+	gs_track_after_fork_child();
+	gs_pools_after_fork_child();
+	gs_contexts_after_fork_child();
+	gs_vmm_after_fork_child();
+	gs_cards_after_fork_child();
+}
+
+__attribute__((constructor)) static void gs_init(void)
+{
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}

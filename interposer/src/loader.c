@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Finding the real driver and handing out the shim's wrappers.
+ *
+ * An application reaches a driver entry point in one of three ways, and
+ * each must land in the shim:
+ *  - it links libcuda.so.1: LD_PRELOAD puts the shim's exports first;
+ *  - it dlopen()s libcuda.so.1 and dlsym()s (PyTorch, NVML users): the
+ *    shim's dlsym() returns its wrapper when the symbol resolves into the
+ *    real driver;
+ *  - it asks cuGetProcAddress / _v2 (static cudart): the shim lets the real
+ *    driver pick the version and per-thread-stream variant, then swaps the
+ *    function it returned for the wrapper of that same function.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "shim.h"
+
+struct gs_real gs_real;
+
+struct gs_entry {
+	const char *name;
+	void *hook;	/* NULL for entry points called but not wrapped */
+	void **real;
+	bool nvml;
+};
+
+static const struct gs_entry entries[] = {
+#define CU_HOOK(n) { #n, (void *)n, (void **)&gs_real.n, false },
+#define CU_CALL(n) { #n, NULL, (void **)&gs_real.n, false },
+#define NVML_HOOK(n) { #n, (void *)n, (void **)&gs_real.n, true },
+#define NVML_CALL(n) { #n, NULL, (void **)&gs_real.n, true },
+#include "hooks.def"
+#undef CU_HOOK
+#undef CU_CALL
+#undef NVML_HOOK
+#undef NVML_CALL
+};
+
+#define NENTRIES (sizeof(entries) / sizeof(entries[0]))
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/*
+ * The libc dlsym behind the shim's own. dlvsym is not wrapped, so asking
+ * it cannot recurse into the wrapper below.
+ */
+static dlsym_fn libc_dlsym(void)
+{
+	static dlsym_fn fn;
+	dlsym_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+
+	if (!f) {
+		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		if (!f)
+			f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
+
+/* Set on the thread loading a real library, whose constructors may call us. */
+static __thread bool loading;
+
+static void load_library(const char *path, bool nvml)
+{
+	void *h;
+
+	loading = true;
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		gs_err("cannot load the real driver library %s: %s", path,
+		       dlerror());
+	} else {
+		for (size_t i = 0; i < NENTRIES; i++) {
+			if (entries[i].nvml == nvml)
+				*entries[i].real = libc_dlsym()(h,
+								entries[i].name);
+		}
+	}
+	loading = false;
+}
+
+static void load_cuda_once(void)
+{
+	load_library(gs_config()->real_libcuda, false);
+}
+
+static void load_nvml_once(void)
+{
+	load_library(gs_config()->real_libnvml, true);
+}
+
+void gs_load_cuda(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	if (!loading)
+		pthread_once(&once, load_cuda_once);
+}
+
+void gs_load_nvml(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	if (!loading)
+		pthread_once(&once, load_nvml_once);
+}
+
+void *gs_hook_by_name(const char *name)
+{
+	for (size_t i = 0; i < NENTRIES; i++) {
+		if (entries[i].hook && !strcmp(entries[i].name, name))
+			return entries[i].hook;
+	}
+	return NULL;
+}
+
+void *gs_hook_for_real(void *real_fn)
+{
+	for (size_t i = 0; i < NENTRIES; i++) {
+		if (entries[i].hook && *entries[i].real == real_fn)
+			return entries[i].hook;
+	}
+	return NULL;
+}
+
+/* Whether fn lives in a real driver library (libcuda or libnvidia-ml). */
+static bool in_driver(void *fn)
+{
+	const struct gs_config *cfg = gs_config();
+	const char *base;
+	Dl_info info;
+
+	if (!dladdr(fn, &info) || !info.dli_fname)
+		return false;
+	base = strrchr(info.dli_fname, '/');
+	base = base ? base + 1 : info.dli_fname;
+	return !strncmp(base, "libcuda.so", 10) ||
+	       !strncmp(base, "libnvidia-ml.so", 15) ||
+	       !strcmp(info.dli_fname, cfg->real_libcuda) ||
+	       !strcmp(info.dli_fname, cfg->real_libnvml);
+}
+
+GS_EXPORT void *dlsym(void *handle, const char *symbol)
+{
+	void *fn = libc_dlsym()(handle, symbol);
+	void *hook;
+
+	if (!fn || loading)
+		return fn;
+	if (strncmp(symbol, "cu", 2) && strncmp(symbol, "nvml", 4))
+		return fn;
+	hook = gs_hook_by_name(symbol);
+	if (hook && hook != fn && in_driver(fn))
+		return hook;
+	return fn;
+}
+
+/* Swaps a function the real driver handed out for the shim's wrapper. */
+static void wrap_proc(const char *symbol, void **pfn)
+{
+	void *hook;
+
+	if (!pfn || !*pfn)
+		return;
+	hook = gs_hook_for_real(*pfn);
+	if (hook) {
+		gs_debug("cuGetProcAddress(%s): wrapped", symbol);
+		*pfn = hook;
+	}
+}
+
+GS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn,
+				    int cudaVersion, cuuint64_t flags)
+{
+	CUresult r;
+
+	gs_load_cuda();
+	if (!gs_real.cuGetProcAddress)
+		return CUDA_ERROR_NOT_FOUND;
+	r = gs_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+	if (r == CUDA_SUCCESS)
+		wrap_proc(symbol, pfn);
+	return r;
+}
+
+GS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn,
+				       int cudaVersion, cuuint64_t flags,
+				       CUdriverProcAddressQueryResult *status)
+{
+	CUresult r;
+
+	gs_load_cuda();
+	if (!gs_real.cuGetProcAddress_v2)
+		return CUDA_ERROR_NOT_FOUND;
+	r = gs_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags,
+					status);
+	if (r == CUDA_SUCCESS)
+		wrap_proc(symbol, pfn);
+	return r;
+}

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The stream-ordered allocator. A pool reserves device memory from the
+ * card and hands out pieces of it; what occupies the card is the pool's
+ * reservation, so that is what the ledger holds for it. Before the driver
+ * may grow a pool the shim charges the growth an allocation can cause;
+ * afterwards the charge is settled to the reservation the driver reports.
+ * Frees are stream ordered and the driver shrinks pools at synchronisation
+ * points and trims, so the shim settles pools there too, and before it
+ * refuses any charge.
+ */
+#include <string.h>
+
+#include "shim.h"
+
+#define GS_MAX_POOLS 64
+#define GS_POOL_GRANULE (2ULL * GS_MIB)
+
+struct gs_pool {
+	CUmemoryPool pool;	/* NULL: free slot */
+	struct gs_card *card;	/* NULL: not device memory */
+	uint64_t charged;	/* bytes the ledger holds for the reservation */
+	bool dirty;		/* may hold less than charged */
+	pthread_mutex_t lock;
+};
+
+static struct gs_pool pools[GS_MAX_POOLS] = {
+	[0 ... GS_MAX_POOLS - 1] = { .lock = PTHREAD_MUTEX_INITIALIZER }
+};
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
+{
+	cuuint64_t v = 0;
+
+	gs_real.cuMemPoolGetAttribute(pool, attr, &v);
+	return v;
+}
+
+/* The device a pool it has not seen belongs to: a default or current pool. */
+static CUdevice pool_device(CUmemoryPool pool, CUdevice fallback)
+{
+	CUmemoryPool p;
+	int n = 0;
+
+	gs_real.cuDeviceGetCount(&n);
+	for (CUdevice d = 0; d < n; d++) {
+		if ((gs_real.cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS &&
+		     p == pool) ||
+		    (gs_real.cuDeviceGetMemPool(&p, d) == CUDA_SUCCESS &&
+		     p == pool))
+			return d;
+	}
+	return fallback;
+}
+
+/* The record of pool, created on first sight; NULL when the table is full. */
+static struct gs_pool *pool_get(CUmemoryPool pool, struct gs_card *card)
+{
+	struct gs_pool *free_slot = NULL, *found = NULL;
+
+	pthread_mutex_lock(&pools_lock);
+	for (int i = 0; i < GS_MAX_POOLS && !found; i++) {
+		if (pools[i].pool == pool)
+			found = &pools[i];
+		else if (!pools[i].pool && !free_slot)
+			free_slot = &pools[i];
+	}
+	if (!found && free_slot) {
+		found = free_slot;
+		found->pool = pool;
+		found->card = card;
+		found->charged = 0;
+		found->dirty = false;
+	}
+	pthread_mutex_unlock(&pools_lock);
+	if (!found)
+		gs_err("more than %d memory pools: allocations from a new pool are refused",
+		       GS_MAX_POOLS);
+	return found;
+}
+
+/* Brings the charge to the reservation; the pool's lock is held. */
+static void settle(struct gs_pool *p)
+{
+	uint64_t reserved = pool_attr(p->pool,
+				      CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+
+	if (reserved < p->charged) {
+		gs_uncharge(p->card, p->charged - reserved);
+		p->charged = reserved;
+	} else if (reserved > p->charged) {
+		/* The driver grew the pool past the estimate. */
+		if (gs_charge(p->card, reserved - p->charged, "memory pool"))
+			p->charged = reserved;
+		else
+			gs_warn("a memory pool holds %llu bytes more than its vGPU could be charged",
+				(unsigned long long)(reserved - p->charged));
+	}
+	p->dirty = reserved >
+		   pool_attr(p->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+}
+
+void gs_pools_reconcile(struct gs_card *card)
+{
+	for (int i = 0; i < GS_MAX_POOLS; i++) {
+		struct gs_pool *p = &pools[i];
+
+		if (!__atomic_load_n(&p->dirty, __ATOMIC_RELAXED) ||
+		    (card && p->card != card))
+			continue;
+		/* A pool busy allocating settles itself when it is done. */
+		if (pthread_mutex_trylock(&p->lock))
+			continue;
+		if (p->pool && p->card)
+			settle(p);
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
+/* One of the two allocation entry points, with its arguments. */
+struct async_alloc {
+	CUdeviceptr *dptr;
+	size_t size;
+	CUmemoryPool pool;	/* NULL: the device's current pool */
+	CUstream stream;
+	__typeof__(&cuMemAllocAsync) alloc;
+	__typeof__(&cuMemAllocFromPoolAsync) alloc_from_pool;
+};
+
+static CUresult call(const struct async_alloc *a)
+{
+	if (a->alloc)
+		return a->alloc(a->dptr, a->size, a->stream);
+	return a->alloc_from_pool(a->dptr, a->size, a->pool, a->stream);
+}
+
+/* The growth an allocation may cause: what the pool lacks, in granules. */
+static uint64_t growth(struct gs_pool *p, size_t size)
+{
+	uint64_t reserved, used, spare;
+
+	reserved = pool_attr(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+	used = pool_attr(p->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+	spare = reserved > used ? reserved - used : 0;
+	if (size <= spare)
+		return 0;
+	return (size - spare + GS_POOL_GRANULE - 1) / GS_POOL_GRANULE *
+	       GS_POOL_GRANULE;
+}
+
+static CUresult pool_alloc(struct async_alloc *a)
+{
+	struct gs_card *c;
+	struct gs_pool *p;
+	CUcontext ctx;
+	CUdevice dev;
+	CUresult r;
+	uint64_t need;
+
+	if (!gs_enabled() || !a->dptr || !a->size ||
+	    !(c = gs_current_card(&ctx)) ||
+	    gs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+		return call(a);
+	if (!a->pool && gs_real.cuDeviceGetMemPool(&a->pool, dev))
+		return call(a);
+	p = pool_get(a->pool, gs_card_for_device(pool_device(a->pool, dev)));
+	if (!p)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!p->card)
+		return call(a);
+	pthread_mutex_lock(&p->lock);
+	need = growth(p, a->size);
+	if (!gs_charge(p->card, need, "cuMemAllocAsync (pool growth)")) {
+		pthread_mutex_unlock(&p->lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	p->charged += need;
+	r = call(a);
+	settle(p);
+	pthread_mutex_unlock(&p->lock);
+	if (r == CUDA_SUCCESS)
+		gs_track_add(&(struct gs_alloc){ .kind = GS_ASYNC,
+						 .key = *a->dptr,
+						 .card = p->card, .ctx = ctx,
+						 .aux = p });
+	return r;
+}
+
+GS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
+				   CUstream hStream)
+{
+	struct async_alloc a = { dptr, bytesize, NULL, hStream,
+				 REAL(cuMemAllocAsync), NULL };
+
+	return pool_alloc(&a);
+}
+
+GS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+					CUstream hStream)
+{
+	struct async_alloc a = { dptr, bytesize, NULL, hStream,
+				 REAL(cuMemAllocAsync_ptsz), NULL };
+
+	return pool_alloc(&a);
+}
+
+GS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
+					   CUmemoryPool pool, CUstream hStream)
+{
+	struct async_alloc a = { dptr, bytesize, pool, hStream, NULL,
+				 REAL(cuMemAllocFromPoolAsync) };
+
+	if (!pool)
+		return a.alloc_from_pool(dptr, bytesize, pool, hStream);
+	return pool_alloc(&a);
+}
+
+GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
+						size_t bytesize,
+						CUmemoryPool pool,
+						CUstream hStream)
+{
+	struct async_alloc a = { dptr, bytesize, pool, hStream, NULL,
+				 REAL(cuMemAllocFromPoolAsync_ptsz) };
+
+	if (!pool)
+		return a.alloc_from_pool(dptr, bytesize, pool, hStream);
+	return pool_alloc(&a);
+}
+
+/* A stream-ordered free: the pool gives memory back later, at a sync. */
+static CUresult freed_async(CUdeviceptr dptr, CUresult r)
+{
+	struct gs_alloc a;
+
+	if (r != CUDA_SUCCESS || !gs_enabled())
+		return r;
+	if (gs_track_take(GS_ASYNC, dptr, &a))
+		__atomic_store_n(&((struct gs_pool *)a.aux)->dirty, true,
+				 __ATOMIC_RELAXED);
+	else if (gs_track_take(GS_LINEAR, dptr, &a))
+		gs_uncharge(a.card, a.bytes);
+	return r;
+}
+
+GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	return freed_async(dptr, REAL(cuMemFreeAsync)(dptr, hStream));
+}
+
+GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+	return freed_async(dptr, REAL(cuMemFreeAsync_ptsz)(dptr, hStream));
+}
+
+GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool,
+				   const CUmemPoolProps *props)
+{
+	CUresult r = REAL(cuMemPoolCreate)(pool, props);
+	bool device;
+
+	if (r != CUDA_SUCCESS || !gs_enabled())
+		return r;
+	/* Pools of host memory are recorded too, so they are never charged. */
+	device = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+	pool_get(*pool, device ? gs_card_for_device(props->location.id) : NULL);
+	return r;
+}
+
+GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+	CUresult r = REAL(cuMemPoolDestroy)(pool);
+
+	if (r != CUDA_SUCCESS || !gs_enabled())
+		return r;
+	/* Lock order as everywhere: the table, then a pool. */
+	pthread_mutex_lock(&pools_lock);
+	for (int i = 0; i < GS_MAX_POOLS; i++) {
+		struct gs_pool *p = &pools[i];
+
+		if (p->pool != pool)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		gs_uncharge(p->card, p->charged);
+		p->charged = 0;
+		p->dirty = false;
+		p->pool = NULL;
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_mutex_unlock(&pools_lock);
+	return r;
+}
+
+GS_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+	CUresult r = REAL(cuMemPoolTrimTo)(pool, minBytesToKeep);
+
+	if (r == CUDA_SUCCESS && gs_enabled())
+		gs_pools_reconcile(NULL);
+	return r;
+}
+
+/* Synchronisation points: where the driver releases pool memory. */
+static CUresult synced(CUresult r)
+{
+	if (r == CUDA_SUCCESS && gs_enabled())
+		gs_pools_reconcile(NULL);
+	return r;
+}
+
+GS_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+	return synced(REAL(cuStreamSynchronize)(hStream));
+}
+
+GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	return synced(REAL(cuStreamSynchronize_ptsz)(hStream));
+}
+
+GS_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+	return synced(REAL(cuEventSynchronize)(hEvent));
+}
+
+GS_EXPORT CUresult cuCtxSynchronize(void)
+{
+	return synced(REAL(cuCtxSynchronize)());
+}
+
+void gs_pools_before_fork(void)
+{
+	pthread_mutex_lock(&pools_lock);
+	for (int i = 0; i < GS_MAX_POOLS; i++)
+		pthread_mutex_lock(&pools[i].lock);
+}
+
+void gs_pools_after_fork_parent(void)
+{
+	for (int i = GS_MAX_POOLS - 1; i >= 0; i--)
+		pthread_mutex_unlock(&pools[i].lock);
+	pthread_mutex_unlock(&pools_lock);
+}
+
+void gs_pools_after_fork_child(void)
+{
+	memset(pools, 0, sizeof(pools));
+	for (int i = 0; i < GS_MAX_POOLS; i++)
+		pthread_mutex_init(&pools[i].lock, NULL);
+	pthread_mutex_init(&pools_lock, NULL);
+}

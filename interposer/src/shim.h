@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal interfaces of libgpuslice.so, the LD_PRELOAD shim.
+ */
+#ifndef GPUSLICE_SHIM_H
+#define GPUSLICE_SHIM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpuslice/cuda_api.h"
+#include "gpuslice/nvml.h"
+#include "ledger.h"
+#include "log.h"
+
+#define GS_EXPORT __attribute__((visibility("default")))
+#define GS_MAX_CARDS 16
+#define GS_MIB (1024ULL * 1024ULL)
+
+/* The real driver's functions, one member per entry of hooks.def. */
+struct gs_real {
+#define CU_HOOK(name) __typeof__(&name) name;
+#define CU_CALL(name) __typeof__(&name) name;
+#define NVML_HOOK(name) __typeof__(&name) name;
+#define NVML_CALL(name) __typeof__(&name) name;
+#include "hooks.def"
+#undef CU_HOOK
+#undef CU_CALL
+#undef NVML_HOOK
+#undef NVML_CALL
+};
+
+extern struct gs_real gs_real;
+
+/* Resolves the real libcuda functions (once; safe from any thread). */
+void gs_load_cuda(void);
+/* Resolves the real libnvidia-ml functions (once). */
+void gs_load_nvml(void);
+/* The shim's wrapper for a real function pointer, or NULL. */
+void *gs_hook_for_real(void *real_fn);
+/* The shim's wrapper exported under name, or NULL. */
+void *gs_hook_by_name(const char *name);
+
+/* Resolves the driver once and fails cleanly if it lacks the entry point. */
+#define REAL(name)                                   \
+	({                                           \
+		gs_load_cuda();                      \
+		if (!gs_real.name)                   \
+			return CUDA_ERROR_NOT_FOUND; \
+		gs_real.name;                        \
+	})
+
+/* Configuration from the environment (config.c). */
+struct gs_card_config {
+	int index;	/* physical card index (GPU_IDX) */
+	uint64_t cap;	/* bytes (GPU_CONTAINER_MEM) */
+};
+
+struct gs_config {
+	bool enabled;		/* a cap is set: isolation is on */
+	bool invalid;		/* a cap was asked for but is malformed */
+	int ncards;
+	struct gs_card_config cards[GS_MAX_CARDS];
+	uint64_t context_bytes;	/* charged per context (GPUSLICE_CONTEXT_MIB) */
+	char ledger_dir[256];	/* GPUSLICE_LEDGER_DIR */
+	char real_libcuda[256];	/* GPUSLICE_REAL_LIBCUDA */
+	char real_libnvml[256];	/* GPUSLICE_REAL_LIBNVML */
+};
+
+/* Parses env (a NULL-terminated environ-like getter); errors to err. */
+int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
+		    char *err, size_t errlen);
+const struct gs_config *gs_config(void);
+
+static inline bool gs_enabled(void)
+{
+	return gs_config()->enabled || gs_config()->invalid;
+}
+
+/* A card of this container: its cap and its ledger. */
+struct gs_card {
+	int ordinal;		/* device ordinal as the process sees it */
+	int index;		/* physical index, -1 when not assigned */
+	uint64_t cap;
+	struct gs_ledger *ledger;
+	pthread_mutex_t open_lock;
+	bool open_failed;
+};
+
+/* The card behind a device ordinal; never NULL once enabled. */
+struct gs_card *gs_card_for_device(CUdevice dev);
+/* The card behind an NVML device handle. */
+struct gs_card *gs_card_for_nvml(nvmlDevice_t dev);
+/* The card of the calling thread's current context, and the context. */
+struct gs_card *gs_current_card(CUcontext *ctx);
+
+/*
+ * Charges bytes to the card before an allocation; on refusal logs one
+ * line naming what was refused and why. Returns true when charged.
+ */
+bool gs_charge(struct gs_card *card, uint64_t bytes, const char *what);
+void gs_uncharge(struct gs_card *card, uint64_t bytes);
+/* used and cap of the card's vGPU; false when the ledger is unavailable. */
+bool gs_card_usage(struct gs_card *card, uint64_t *used, uint64_t *cap);
+
+/* Allocation tracking (track.c). */
+enum gs_kind {
+	GS_LINEAR = 1,	/* cuMemAlloc, cuMemAllocPitch */
+	GS_ASYNC,	/* stream-ordered, charged through its pool */
+	GS_ARRAY,
+	GS_MIPMAP,
+	GS_HANDLE,	/* cuMemCreate */
+	GS_CONTEXT,	/* cuCtxCreate */
+};
+
+struct gs_alloc {
+	enum gs_kind kind;
+	uint64_t key;
+	uint64_t bytes;
+	struct gs_card *card;
+	CUcontext ctx;		/* the context whose destruction frees it */
+	void *aux;		/* GS_ASYNC: its pool */
+	int maps;		/* GS_HANDLE: live mappings */
+	bool released;		/* GS_HANDLE: cuMemRelease called */
+};
+
+void gs_track_add(const struct gs_alloc *a);
+/* Removes the entry and copies it out; false when unknown. */
+bool gs_track_take(enum gs_kind kind, uint64_t key, struct gs_alloc *out);
+/* Runs fn under the entry's lock; false when unknown. */
+bool gs_track_update(enum gs_kind kind, uint64_t key,
+		     bool (*fn)(struct gs_alloc *a, void *arg), void *arg);
+/* Removes and uncharges everything the driver frees with ctx. */
+void gs_track_drop_context(CUcontext ctx);
+void gs_track_before_fork(void);
+void gs_track_after_fork_parent(void);
+void gs_track_after_fork_child(void);
+
+/* Pools (pool.c). */
+void gs_pools_reconcile(struct gs_card *card);
+void gs_pools_before_fork(void);
+void gs_pools_after_fork_parent(void);
+void gs_pools_after_fork_child(void);
+
+/* Contexts (context.c). */
+void gs_contexts_before_fork(void);
+void gs_contexts_after_fork_parent(void);
+void gs_contexts_after_fork_child(void);
+void gs_cards_after_fork_child(void);
+void gs_vmm_after_fork_child(void);
+
+#endif /* GPUSLICE_SHIM_H */
