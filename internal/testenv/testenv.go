@@ -1,0 +1,68 @@
+// Package testenv gives tests the repository's C artifacts: it builds them
+// once (under a lock, since go test runs packages in parallel) and says
+// where they are and how to run a program on the simulated GPU, with or
+// without the shim.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+)
+
+// Root is the repository's root directory.
+func Root() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		panic("testenv: cannot locate the repository")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Build is where make puts the C artifacts.
+func Build() string { return filepath.Join(Root(), "build") }
+
+// Lib is the directory of the simulated driver and the shim.
+func Lib() string { return filepath.Join(Build(), "lib") }
+
+// Bin returns the path of a built C program.
+func Bin(name string) string { return filepath.Join(Build(), "bin", name) }
+
+// Shim is the path of libgpuslice.so.
+func Shim() string { return filepath.Join(Lib(), "libgpuslice.so") }
+
+// BuildC runs `make c` at the root, serialised across test processes by a
+// lock file, so every package can call it from TestMain.
+func BuildC() error {
+	if err := os.MkdirAll(Build(), 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(Build(), ".make.lock"),
+		os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	cmd := exec.Command("make", "-s", "-C", Root(), "c")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("building the C artifacts (make c) failed: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// SimEnv is the environment of a process on a private simulated card set:
+// state is the card's state file (one per test), memMiB its capacity.
+func SimEnv(state string, memMiB int) []string {
+	return append(os.Environ(),
+		"LD_LIBRARY_PATH="+Lib(),
+		"SIMCUDA_STATE="+state,
+		fmt.Sprintf("SIMCUDA_MEM_MIB=%d", memMiB),
+	)
+}
