@@ -254,6 +254,8 @@ static void ptds_prune(void)
 		*pp = e->next;
 		free(e);
 	}
+	/* The destructor walks the list from the key's value: keep it current. */
+	pthread_setspecific(ptds_key, ptds_list);
 }
 
 static CUresult per_thread(struct sim_ctx *ctx, struct sim_stream **out)
