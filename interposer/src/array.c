@@ -59,12 +59,22 @@ static uint64_t driver_size(enum gs_kind kind, void *h)
 	return r == CUDA_SUCCESS ? req.size : 0;
 }
 
+static CUresult destroy_array(void *h)
+{
+	return gs_real.cuArrayDestroy(h);
+}
+
+static CUresult destroy_mipmap(void *h)
+{
+	return gs_real.cuMipmappedArrayDestroy(h);
+}
+
 static void destroy(enum gs_kind kind, void *h)
 {
 	if (kind == GS_ARRAY)
-		gs_real.cuArrayDestroy(h);
+		destroy_array(h);
 	else
-		gs_real.cuMipmappedArrayDestroy(h);
+		destroy_mipmap(h);
 }
 
 /*
@@ -148,15 +158,27 @@ GS_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle,
 	return create_array(pHandle, desc, make_3d, desc, "cuArray3DCreate");
 }
 
+/* Takes the record first: once destroyed, the handle may be reused. */
+static CUresult destroyed(enum gs_kind kind, void *h,
+			  CUresult (*real)(void *h))
+{
+	struct gs_alloc a;
+	CUresult r;
+
+	if (!gs_enabled() || !gs_track_take(kind, (uint64_t)(uintptr_t)h, &a))
+		return real(h);
+	r = real(h);
+	if (r == CUDA_SUCCESS)
+		gs_uncharge(a.card, a.bytes);
+	else
+		gs_track_add(&a);
+	return r;
+}
+
 GS_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
-	CUresult r = REAL(cuArrayDestroy)(hArray);
-	struct gs_alloc a;
-
-	if (r == CUDA_SUCCESS && gs_enabled() &&
-	    gs_track_take(GS_ARRAY, (uint64_t)(uintptr_t)hArray, &a))
-		gs_uncharge(a.card, a.bytes);
-	return r;
+	REAL(cuArrayDestroy);
+	return destroyed(GS_ARRAY, hArray, destroy_array);
 }
 
 GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
@@ -181,11 +203,6 @@ GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 
 GS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 {
-	CUresult r = REAL(cuMipmappedArrayDestroy)(h);
-	struct gs_alloc a;
-
-	if (r == CUDA_SUCCESS && gs_enabled() &&
-	    gs_track_take(GS_MIPMAP, (uint64_t)(uintptr_t)h, &a))
-		gs_uncharge(a.card, a.bytes);
-	return r;
+	REAL(cuMipmappedArrayDestroy);
+	return destroyed(GS_MIPMAP, h, destroy_mipmap);
 }

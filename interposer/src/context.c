@@ -80,16 +80,28 @@ GS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx,
 	return created(c, pctx, real(pctx, ctxCreateParams, flags, dev));
 }
 
+/*
+ * The records go before the driver is asked: once it has destroyed the
+ * context it may hand the same handle to another thread's new context.
+ */
 GS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-	CUresult r = REAL(cuCtxDestroy_v2)(ctx);
+	__typeof__(&cuCtxDestroy_v2) real = REAL(cuCtxDestroy_v2);
 	struct gs_alloc a;
+	void *owned;
+	bool have;
+	CUresult r;
 
-	if (r != CUDA_SUCCESS || !gs_enabled())
-		return r;
-	gs_track_drop_context(ctx);
-	if (gs_track_take(GS_CONTEXT, (uint64_t)(uintptr_t)ctx, &a))
+	if (!gs_enabled())
+		return real(ctx);
+	owned = gs_track_detach_context(ctx);
+	have = gs_track_take(GS_CONTEXT, (uint64_t)(uintptr_t)ctx, &a);
+	r = real(ctx);
+	gs_track_settle_detached(owned, r == CUDA_SUCCESS);
+	if (have && r == CUDA_SUCCESS)
 		gs_uncharge(a.card, a.bytes);
+	else if (have)
+		gs_track_add(&a);
 	return r;
 }
 
@@ -121,46 +133,56 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	return r;
 }
 
-/* The primary context of dev is gone: so is everything made in it. */
-static void primary_gone(CUdevice dev)
+/*
+ * Asks the driver to release or reset the primary context of dev; if that
+ * destroys it (last reference, or reset), everything made in it goes too.
+ * The primary lock is held, so no other thread retains it meanwhile.
+ */
+static CUresult primary_drop_locked(CUdevice dev, CUresult (*real)(CUdevice),
+				    bool reset)
 {
-	gs_track_drop_context(primary[dev].ctx);
+	bool last = reset || primary[dev].refs == 1;
+	void *owned = NULL;
+	CUresult r;
+
+	if (primary[dev].refs && last)
+		owned = gs_track_detach_context(primary[dev].ctx);
+	r = real(dev);
+	gs_track_settle_detached(owned, r == CUDA_SUCCESS);
+	if (r != CUDA_SUCCESS || !primary[dev].refs)
+		return r;
+	if (!last) {
+		primary[dev].refs--;
+		return r;
+	}
 	gs_uncharge(primary[dev].card, gs_config()->context_bytes);
 	primary[dev].refs = 0;
 	primary[dev].ctx = NULL;
 	primary[dev].card = NULL;
+	return r;
+}
+
+static CUresult primary_drop(CUdevice dev, CUresult (*real)(CUdevice),
+			     bool reset)
+{
+	CUresult r;
+
+	if (!gs_enabled() || dev < 0 || dev >= NPRIMARY)
+		return real(dev);
+	pthread_mutex_lock(&primary_lock);
+	r = primary_drop_locked(dev, real, reset);
+	pthread_mutex_unlock(&primary_lock);
+	return r;
 }
 
 GS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-	__typeof__(&cuDevicePrimaryCtxRelease_v2) real =
-		REAL(cuDevicePrimaryCtxRelease_v2);
-	CUresult r;
-
-	if (!gs_enabled() || dev < 0 || dev >= NPRIMARY)
-		return real(dev);
-	pthread_mutex_lock(&primary_lock);
-	r = real(dev);
-	if (r == CUDA_SUCCESS && primary[dev].refs && !--primary[dev].refs)
-		primary_gone(dev);
-	pthread_mutex_unlock(&primary_lock);
-	return r;
+	return primary_drop(dev, REAL(cuDevicePrimaryCtxRelease_v2), false);
 }
 
 GS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-	__typeof__(&cuDevicePrimaryCtxReset_v2) real =
-		REAL(cuDevicePrimaryCtxReset_v2);
-	CUresult r;
-
-	if (!gs_enabled() || dev < 0 || dev >= NPRIMARY)
-		return real(dev);
-	pthread_mutex_lock(&primary_lock);
-	r = real(dev);
-	if (r == CUDA_SUCCESS && primary[dev].refs)
-		primary_gone(dev);
-	pthread_mutex_unlock(&primary_lock);
-	return r;
+	return primary_drop(dev, REAL(cuDevicePrimaryCtxReset_v2), true);
 }
 
 void gs_contexts_before_fork(void)

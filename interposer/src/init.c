@@ -8,21 +8,26 @@
 
 static void before_fork(void)
 {
+	gs_vmm_before_fork();
 	gs_contexts_before_fork();
 	gs_pools_before_fork();
+	gs_pending_before_fork();
 	gs_track_before_fork();
 }
 
 static void after_fork_parent(void)
 {
 	gs_track_after_fork_parent();
+	gs_pending_after_fork_parent();
 	gs_pools_after_fork_parent();
 	gs_contexts_after_fork_parent();
+	gs_vmm_after_fork_parent();
 }
 
 static void after_fork_child(void)
 {
 	gs_track_after_fork_child();
+	gs_pending_after_fork_child();
 	gs_pools_after_fork_child();
 	gs_contexts_after_fork_child();
 	gs_vmm_after_fork_child();

@@ -4,6 +4,7 @@
  * about the card's memory.
  */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -83,13 +84,19 @@ GS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 	if (!gs_enabled())
 		return real(dptr);
-	r = real(dptr);
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (gs_track_take(GS_LINEAR, dptr, &a))
-		gs_uncharge(a.card, a.bytes);
-	else if (gs_track_take(GS_ASYNC, dptr, &a))
-		gs_pools_reconcile(a.card);	/* back to its pool */
+	/* Taken first: once freed, the address may be another thread's. */
+	if (gs_track_take(GS_LINEAR, dptr, &a)) {
+		r = real(dptr);
+		if (r == CUDA_SUCCESS)
+			gs_uncharge(a.card, a.bytes);
+		else
+			gs_track_add(&a);
+	} else if (gs_track_take(GS_ASYNC, dptr, &a)) {
+		r = real(dptr);
+		gs_pool_freed(&a, r == CUDA_SUCCESS);
+	} else {
+		r = real(dptr);
+	}
 	return r;
 }
 
@@ -97,16 +104,18 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
 				     unsigned int flags)
 {
 	__typeof__(&cuMemAllocManaged) real = REAL(cuMemAllocManaged);
-	static int told;
+	static int told_pid;
+	int pid = (int)getpid();
 
 	if (!gs_enabled())
 		return real(dptr, bytesize, flags);
 	/*
 	 * Managed memory migrates pages behind the driver's back and can
 	 * oversubscribe the card: it cannot be held to a cap. Refuse it
-	 * loudly, once, rather than let it slip past the ledger.
+	 * loudly, once per process (a forked child is told too), rather than
+	 * let it slip past the ledger.
 	 */
-	if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+	if (__atomic_exchange_n(&told_pid, pid, __ATOMIC_RELAXED) != pid)
 		gs_err("cuMemAllocManaged (cudaMallocManaged) refused: unified memory is not supported under a gpuslice memory cap; allocate with cuMemAlloc (cudaMalloc) instead");
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -149,8 +158,11 @@ GS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
 	__typeof__(&cuDeviceTotalMem_v2) real = REAL(cuDeviceTotalMem_v2);
 	CUresult r = real(bytes, dev);
+	uint64_t used, cap;
 
+	/* The ledger's cap is the one enforced, as cuMemGetInfo reports. */
 	if (r == CUDA_SUCCESS && gs_enabled())
-		*bytes = gs_card_for_device(dev)->cap;
+		*bytes = gs_card_usage(gs_card_for_device(dev), &used, &cap) ?
+				 cap : 0;
 	return r;
 }

@@ -20,7 +20,13 @@ struct gs_pool {
 	CUmemoryPool pool;	/* NULL: free slot */
 	struct gs_card *card;	/* NULL: not device memory */
 	uint64_t charged;	/* bytes the ledger holds for the reservation */
-	bool dirty;		/* may hold less than charged */
+	bool dirty;		/* may hold less than charged (atomic) */
+	int live;		/* allocations not yet freed (atomic) */
+	/*
+	 * Destroyed with allocations still live: the driver keeps the memory
+	 * until they are freed, and so does the charge.
+	 */
+	bool zombie;
 	pthread_mutex_t lock;
 };
 
@@ -61,7 +67,7 @@ static struct gs_pool *pool_get(CUmemoryPool pool, struct gs_card *card)
 
 	pthread_mutex_lock(&pools_lock);
 	for (int i = 0; i < GS_MAX_POOLS && !found; i++) {
-		if (pools[i].pool == pool)
+		if (pools[i].pool == pool && !pools[i].zombie)
 			found = &pools[i];
 		else if (!pools[i].pool && !free_slot)
 			free_slot = &pools[i];
@@ -72,6 +78,8 @@ static struct gs_pool *pool_get(CUmemoryPool pool, struct gs_card *card)
 		found->card = card;
 		found->charged = 0;
 		found->dirty = false;
+		found->live = 0;
+		found->zombie = false;
 	}
 	pthread_mutex_unlock(&pools_lock);
 	if (!found)
@@ -97,12 +105,25 @@ static void settle(struct gs_pool *p)
 			gs_warn("a memory pool holds %llu bytes more than its vGPU could be charged",
 				(unsigned long long)(reserved - p->charged));
 	}
-	p->dirty = reserved >
-		   pool_attr(p->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+	/* Frees still queued on some stream shrink it later: stay dirty. */
+	__atomic_store_n(&p->dirty, reserved != 0, __ATOMIC_RELAXED);
+}
+
+/* Drops a zombie whose last allocation is gone, with its charge. */
+static void bury(struct gs_pool *p)
+{
+	if (__atomic_load_n(&p->live, __ATOMIC_RELAXED) > 0)
+		return;
+	gs_uncharge(p->card, p->charged);
+	p->charged = 0;
+	p->zombie = false;
+	__atomic_store_n(&p->dirty, false, __ATOMIC_RELAXED);
+	p->pool = NULL;
 }
 
 void gs_pools_reconcile(struct gs_card *card)
 {
+	gs_pending_settle();
 	for (int i = 0; i < GS_MAX_POOLS; i++) {
 		struct gs_pool *p = &pools[i];
 
@@ -112,10 +133,30 @@ void gs_pools_reconcile(struct gs_card *card)
 		/* A pool busy allocating settles itself when it is done. */
 		if (pthread_mutex_trylock(&p->lock))
 			continue;
-		if (p->pool && p->card)
+		if (p->zombie) {
+			/* The table lock comes first, so never wait for it. */
+			if (!pthread_mutex_trylock(&pools_lock)) {
+				bury(p);
+				pthread_mutex_unlock(&pools_lock);
+			}
+		} else if (p->pool && p->card) {
 			settle(p);
+		}
 		pthread_mutex_unlock(&p->lock);
 	}
+}
+
+void gs_pool_freed(const struct gs_alloc *a, bool freed)
+{
+	struct gs_pool *p = a->aux;
+
+	if (!freed) {
+		gs_track_add(a);
+		return;
+	}
+	/* No pool lock: this runs from inside other pools' critical sections. */
+	__atomic_sub_fetch(&p->live, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->dirty, true, __ATOMIC_RELAXED);
 }
 
 /* One of the two allocation entry points, with its arguments. */
@@ -162,8 +203,11 @@ static CUresult pool_alloc(struct async_alloc *a)
 	    !(c = gs_current_card(&ctx)) ||
 	    gs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
 		return call(a);
-	if (!a->pool && gs_real.cuDeviceGetMemPool(&a->pool, dev))
-		return call(a);
+	if (!a->pool) {
+		r = gs_real.cuDeviceGetMemPool(&a->pool, dev);
+		if (r != CUDA_SUCCESS)
+			return r;	/* never allocate uncharged */
+	}
 	p = pool_get(a->pool, gs_card_for_device(pool_device(a->pool, dev)));
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -178,6 +222,8 @@ static CUresult pool_alloc(struct async_alloc *a)
 	p->charged += need;
 	r = call(a);
 	settle(p);
+	if (r == CUDA_SUCCESS)
+		__atomic_add_fetch(&p->live, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&p->lock);
 	if (r == CUDA_SUCCESS)
 		gs_track_add(&(struct gs_alloc){ .kind = GS_ASYNC,
@@ -229,29 +275,36 @@ GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 	return pool_alloc(&a);
 }
 
-/* A stream-ordered free: the pool gives memory back later, at a sync. */
-static CUresult freed_async(CUdeviceptr dptr, CUresult r)
+/*
+ * A stream-ordered free: the record is taken before the driver is asked
+ * (the address may be reused once freed) and settled once the stream has
+ * passed the free.
+ */
+static CUresult free_async(__typeof__(&cuMemFreeAsync) real, CUdeviceptr dptr,
+			   CUstream stream, bool ptsz)
 {
 	struct gs_alloc a;
+	CUresult r;
 
-	if (r != CUDA_SUCCESS || !gs_enabled())
-		return r;
-	if (gs_track_take(GS_ASYNC, dptr, &a))
-		__atomic_store_n(&((struct gs_pool *)a.aux)->dirty, true,
-				 __ATOMIC_RELAXED);
-	else if (gs_track_take(GS_LINEAR, dptr, &a))
-		gs_uncharge(a.card, a.bytes);
+	if (!gs_enabled() || (!gs_track_take(GS_ASYNC, dptr, &a) &&
+			      !gs_track_take(GS_LINEAR, dptr, &a)))
+		return real(dptr, stream);
+	r = real(dptr, stream);
+	if (r == CUDA_SUCCESS)
+		gs_pending_add(&a, stream, ptsz);
+	else
+		gs_track_add(&a);
 	return r;
 }
 
 GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-	return freed_async(dptr, REAL(cuMemFreeAsync)(dptr, hStream));
+	return free_async(REAL(cuMemFreeAsync), dptr, hStream, false);
 }
 
 GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-	return freed_async(dptr, REAL(cuMemFreeAsync_ptsz)(dptr, hStream));
+	return free_async(REAL(cuMemFreeAsync_ptsz), dptr, hStream, true);
 }
 
 GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool,
@@ -279,13 +332,12 @@ GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 	for (int i = 0; i < GS_MAX_POOLS; i++) {
 		struct gs_pool *p = &pools[i];
 
-		if (p->pool != pool)
+		if (p->pool != pool || p->zombie)
 			continue;
 		pthread_mutex_lock(&p->lock);
-		gs_uncharge(p->card, p->charged);
-		p->charged = 0;
-		p->dirty = false;
-		p->pool = NULL;
+		p->zombie = true;
+		__atomic_store_n(&p->dirty, true, __ATOMIC_RELAXED);
+		bury(p);	/* at once unless allocations are live */
 		pthread_mutex_unlock(&p->lock);
 	}
 	pthread_mutex_unlock(&pools_lock);

@@ -131,23 +131,41 @@ bool gs_track_take(enum gs_kind kind, uint64_t key, struct gs_alloc *out);
 /* Runs fn under the entry's lock; false when unknown. */
 bool gs_track_update(enum gs_kind kind, uint64_t key,
 		     bool (*fn)(struct gs_alloc *a, void *arg), void *arg);
-/* Removes and uncharges everything the driver frees with ctx. */
-void gs_track_drop_context(CUcontext ctx);
+/*
+ * Records go before the driver is asked to free what they record: once it
+ * has, it may hand the same handle to another thread, whose new record
+ * must not be mistaken for the old one. Unlinks what the driver frees with
+ * ctx; settle with freed = whether the driver did (uncharged) or not (put
+ * back).
+ */
+void *gs_track_detach_context(CUcontext ctx);
+void gs_track_settle_detached(void *list, bool freed);
 void gs_track_before_fork(void);
 void gs_track_after_fork_parent(void);
 void gs_track_after_fork_child(void);
 
 /* Pools (pool.c). */
 void gs_pools_reconcile(struct gs_card *card);
+/* Settles a stream-ordered allocation the driver freed (or not). */
+void gs_pool_freed(const struct gs_alloc *a, bool freed);
 void gs_pools_before_fork(void);
 void gs_pools_after_fork_parent(void);
 void gs_pools_after_fork_child(void);
+
+/* Stream-ordered frees not yet carried out (pending.c). */
+void gs_pending_add(const struct gs_alloc *a, CUstream stream, bool ptsz);
+void gs_pending_settle(void);
+void gs_pending_before_fork(void);
+void gs_pending_after_fork_parent(void);
+void gs_pending_after_fork_child(void);
 
 /* Contexts (context.c). */
 void gs_contexts_before_fork(void);
 void gs_contexts_after_fork_parent(void);
 void gs_contexts_after_fork_child(void);
 void gs_cards_after_fork_child(void);
+void gs_vmm_before_fork(void);
+void gs_vmm_after_fork_parent(void);
 void gs_vmm_after_fork_child(void);
 
 #endif /* GPUSLICE_SHIM_H */

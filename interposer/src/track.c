@@ -109,10 +109,23 @@ static bool context_bound(enum gs_kind kind)
 	return kind == GS_LINEAR || kind == GS_ARRAY || kind == GS_MIPMAP;
 }
 
-void gs_track_drop_context(CUcontext ctx)
+/* Puts a node back after the driver refused to free what it records. */
+static void relink(struct node *n)
 {
+	unsigned int b = bucket_of(n->a.kind, n->a.key);
+
+	pthread_mutex_lock(stripe_of(b));
+	n->next = buckets[b];
+	buckets[b] = n;
+	pthread_mutex_unlock(stripe_of(b));
+}
+
+void *gs_track_detach_context(CUcontext ctx)
+{
+	struct node *all = NULL;
+
 	for (unsigned int b = 0; b < NBUCKETS; b++) {
-		struct node *dropped = NULL, **p;
+		struct node **p;
 
 		pthread_mutex_lock(stripe_of(b));
 		p = &buckets[b];
@@ -121,20 +134,31 @@ void gs_track_drop_context(CUcontext ctx)
 
 			if (n->a.ctx == ctx && context_bound(n->a.kind)) {
 				*p = n->next;
-				n->next = dropped;
-				dropped = n;
+				n->next = all;
+				all = n;
 			} else {
 				p = &n->next;
 			}
 		}
 		pthread_mutex_unlock(stripe_of(b));
-		while (dropped) {
-			struct node *n = dropped;
+	}
+	return all;
+}
 
-			dropped = n->next;
+void gs_track_settle_detached(void *list, bool freed)
+{
+	struct node *n = list;
+
+	while (n) {
+		struct node *next = n->next;
+
+		if (freed) {
 			gs_uncharge(n->a.card, n->a.bytes);
 			free(n);
+		} else {
+			relink(n);
 		}
+		n = next;
 	}
 }
 
