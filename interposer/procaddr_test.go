@@ -1,0 +1,40 @@
+package interposer_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Entry points obtained through cuGetProcAddress and cuGetProcAddress_v2,
+// for several CUDA versions and each stream flag (the per-thread flag
+// selects the _ptsz variants), and through a cuGetProcAddress that was
+// itself looked up, are the shim's: with the vGPU full and the device
+// nearly empty every allocator is refused, managed memory is not
+// supported, and the memory queries show the cap (tests/procaddr.c).
+// TestPassThrough/procaddr shows the same run failing without a cap.
+func TestProcAddress(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t)
+	r := m.ok("procaddr", "768M")
+	assert.Equal(t, 768*mib, r.num(t, "fill"))
+	assert.Equal(t, 1024*mib, r.num(t, "total"))
+	// 21 queries x 3 flags x 3 lookups.
+	assert.Equal(t, uint64(189), r.num(t, "calls"))
+	assert.Empty(t, r.lines("FAIL"), "%s", r)
+}
+
+// The same with the shim loaded after the driver instead of preloaded
+// (gstest dlopen()s it and takes its exports): the driver's own
+// cuGetProcAddress then hands out the driver's functions, and the shim must
+// swap each for its wrapper. (Preloaded, the simulated driver already
+// returns the shim's definitions, as the dynamic linker resolves them.)
+func TestProcAddressLateShim(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t).unshimmed().set("GSTEST_LATE_SHIM", shim)
+	r := m.ok("procaddr", "768M")
+	assert.NotEmpty(t, r.lines("late shim"), "%s", r)
+	assert.Equal(t, uint64(189), r.num(t, "calls"))
+	m.ok("cap", "async_ptsz")
+	m.ok("cap", "context")
+}

@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * gstest edge <case>: corners of the accounting where the memory the
+ * driver holds and what the vGPU is charged can drift apart. Each case
+ * checks that the vGPU never holds more than its cap and that every byte
+ * comes back; exit 77 when this driver cannot set the case up.
+ *
+ *  freeasync_linear  cuMemFreeAsync of cuMemAlloc memory on a busy stream:
+ *                    the bytes are in use until the stream reaches the free.
+ *  pooldestroy       cuMemPoolDestroy with allocations outstanding: the pool
+ *                    keeps its memory until they are freed.
+ *  addrfree          cuMemAddressFree of a range still mapped: the mapping
+ *                    goes with it, and a released handle's bytes come back.
+ *  fork_managed      a forked child refused managed memory says so too (the
+ *                    Go test counts the lines per pid).
+ *  pending_free      a pool settled (at a sync of another stream) while a
+ *                    stream-ordered free of it is still queued must still
+ *                    give those bytes back once the free has happened.
+ *  ctxreuse          one thread creates and destroys contexts while another
+ *                    allocates in contexts of its own: a destroyed context's
+ *                    handle, reused by the driver for the next one, must not
+ *                    take that one's allocations with it (statistical: 2 s).
+ *  crossdev <bytes>  with the context on device 0, memory of device 1 (VMM,
+ *                    device 1's default pool) is charged to device 1's card,
+ *                    whose vGPU has bytes free: exactly that fits.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define SKIP 77
+
+static const char ptx[] =
+	".version 7.0\n.target sm_70\n.address_size 64\n"
+	".visible .entry spin(.param .u64 ns)\n{\n\tret;\n}\n";
+
+/* The device's physical use, when the simulated driver can tell. */
+static bool device_used(uint64_t *used)
+{
+	return cu.simcudaDeviceUsed && cu.simcudaDeviceUsed(0, used) == 0;
+}
+
+/* Fails when the device holds more than the vGPU's total. */
+static void within_cap(size_t total, const char *when)
+{
+	uint64_t used;
+
+	if (device_used(&used) && used > total)
+		failf("%s: the device holds %llu bytes, more than the vGPU's %zu",
+		      when, (unsigned long long)used, total);
+}
+
+/* Queues a kernel of ns nanoseconds on s; false when this driver cannot. */
+static bool busy_stream(CUstream s, uint64_t ns, CUmodule *mod)
+{
+	void *params[] = { &ns };
+	CUfunction f;
+
+	if (!cu.cuModuleLoadData || cu.cuModuleLoadData(mod, ptx) ||
+	    cu.cuModuleGetFunction(&f, *mod, "spin"))
+		return false;
+	return cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) ==
+	       CUDA_SUCCESS;
+}
+
+static int freeasync_linear(void)
+{
+	CUdeviceptr d1, d2;
+	size_t f, total;
+	CUmodule mod;
+	CUstream s;
+	CUresult rc;
+
+	open_primary(0);
+	mem_info(&f, &total);
+	CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	if (!CHECK(cu.cuMemAlloc_v2(&d1, f)))
+		return finish("edge freeasync_linear");
+	if (!busy_stream(s, 1000000000ULL, &mod)) {
+		notef("edge freeasync_linear: cannot keep a stream busy here");
+		return SKIP;
+	}
+	CHECK(cu.cuMemFreeAsync(d1, s));
+	if (cu.cuStreamQuery(s) != CUDA_ERROR_NOT_READY) {
+		notef("edge freeasync_linear: the stream finished too soon");
+		return SKIP;
+	}
+	rc = cu.cuMemAlloc_v2(&d2, f);
+	if (rc == CUDA_SUCCESS) {
+		if (cu.cuStreamQuery(s) == CUDA_ERROR_NOT_READY)
+			failf("edge freeasync_linear: cuMemAlloc of the vGPU's %zu free bytes succeeded while the stream-ordered free of the same amount was still queued",
+			      f);
+		within_cap(total, "edge freeasync_linear");
+		CHECK(cu.cuMemFree_v2(d2));
+	} else if (rc != CUDA_ERROR_OUT_OF_MEMORY) {
+		failf("edge freeasync_linear: cuMemAlloc %d", (int)rc);
+	}
+	CHECK(cu.cuStreamSynchronize(s));
+	expect_free(f, "edge freeasync_linear: after the stream reached the free");
+	CHECK(cu.cuModuleUnload(mod));
+	CHECK(cu.cuStreamDestroy_v2(s));
+	close_primary(0);
+	return finish("edge freeasync_linear");
+}
+
+static int pooldestroy(void)
+{
+	CUmemPoolProps props = {
+		.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+	};
+	CUmemoryPool pool;
+	CUdeviceptr d, x;
+	size_t f, total;
+	CUstream s;
+	CUresult rc;
+
+	open_primary(0);
+	mem_info(&f, &total);
+	CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cu.cuMemPoolCreate(&pool, &props));
+	if (!CHECK(cu.cuMemAllocFromPoolAsync(&d, f, pool, s)))
+		return finish("edge pooldestroy");
+	CHECK(cu.cuMemPoolDestroy(pool));
+	/* The allocation, and so its pool's memory, is still there. */
+	expect_free(0, "edge pooldestroy: after destroying a pool in use");
+	rc = cu.cuMemAlloc_v2(&x, f);
+	if (rc == CUDA_SUCCESS) {
+		failf("edge pooldestroy: cuMemAlloc of %zu bytes succeeded while the destroyed pool still holds them",
+		      f);
+		within_cap(total, "edge pooldestroy");
+		CHECK(cu.cuMemFree_v2(x));
+	}
+	CHECK(cu.cuMemFreeAsync(d, s));
+	CHECK(cu.cuStreamSynchronize(s));
+	expect_free(f, "edge pooldestroy: after its last allocation was freed");
+	CHECK(cu.cuStreamDestroy_v2(s));
+	close_primary(0);
+	return finish("edge pooldestroy");
+}
+
+static int addrfree(void)
+{
+	CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+	};
+	size_t f, g = vmm_granularity(0), size = 8 * g;
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr va;
+	CUresult rc;
+
+	open_primary(0);
+	f = mem_free();
+	if (!CHECK(cu.cuMemCreate(&h, size, &prop, 0)) ||
+	    !CHECK(cu.cuMemAddressReserve(&va, size, 0, 0, 0)) ||
+	    !CHECK(cu.cuMemMap(va, size, 0, h, 0)))
+		return finish("edge addrfree");
+	CHECK(cu.cuMemRelease(h));
+	expect_free(f - size, "edge addrfree: released but still mapped");
+	rc = cu.cuMemAddressFree(va, size);
+	if (rc != CUDA_SUCCESS) {
+		notef("edge addrfree: this driver refuses to free a mapped range (%d)",
+		      (int)rc);
+		CHECK(cu.cuMemUnmap(va, size));
+		CHECK(cu.cuMemAddressFree(va, size));
+	}
+	expect_free(f, "edge addrfree: after the range (and its mapping) is gone");
+	close_primary(0);
+	return finish("edge addrfree");
+}
+
+static int fork_managed(void)
+{
+	CUdeviceptr d;
+	pid_t pid;
+	int st;
+
+	open_primary(0);
+	EXPECT(cu.cuMemAllocManaged(&d, MIB, CU_MEM_ATTACH_GLOBAL),
+	       CUDA_ERROR_NOT_SUPPORTED);
+	printf("parent.pid=%d\n", (int)getpid());
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		dief("fork failed");
+	if (pid == 0) {
+		CUcontext ctx;
+
+		alarm(20);
+		if (cu.cuInit(0) || cu.cuDevicePrimaryCtxRetain(&ctx, 0) ||
+		    cu.cuCtxSetCurrent(ctx))
+			_exit(SKIP);
+		EXPECT(cu.cuMemAllocManaged(&d, MIB, CU_MEM_ATTACH_GLOBAL),
+		       CUDA_ERROR_NOT_SUPPORTED);
+		printf("child.pid=%d\n", (int)getpid());
+		fflush(NULL);
+		_exit(failures() ? 1 : 0);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == SKIP)
+		return SKIP;
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		failf("edge fork_managed: child status %d", st);
+	close_primary(0);
+	return finish("edge fork_managed");
+}
+
+static int pending_free(void)
+{
+	const size_t g = 2 * MIB;
+	CUdeviceptr a1, a2;
+	CUstream s1, s2;
+	CUmodule mod;
+	size_t f;
+
+	open_primary(0);
+	f = mem_free();
+	CHECK(cu.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+	CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	if (!CHECK(cu.cuMemAllocAsync(&a1, g, s1)) ||
+	    !CHECK(cu.cuMemAllocAsync(&a2, g, s2)))
+		return finish("edge pending_free");
+	if (!busy_stream(s1, 500000000ULL, &mod)) {
+		notef("edge pending_free: cannot keep a stream busy here");
+		return SKIP;
+	}
+	CHECK(cu.cuMemFreeAsync(a1, s1));	/* queued behind the kernel */
+	CHECK(cu.cuMemFreeAsync(a2, s2));
+	CHECK(cu.cuStreamSynchronize(s2));	/* the pool settles, a1 pending */
+	if (cu.cuStreamQuery(s1) != CUDA_ERROR_NOT_READY) {
+		notef("edge pending_free: the stream finished too soon");
+		return SKIP;
+	}
+	CHECK(cu.cuStreamSynchronize(s1));	/* now a1 is back too */
+	expect_free(f, "edge pending_free: after both frees and their syncs");
+	CHECK(cu.cuCtxSynchronize());
+	expect_free(f, "edge pending_free: after cuCtxSynchronize");
+	CHECK(cu.cuModuleUnload(mod));
+	CHECK(cu.cuStreamDestroy_v2(s1));
+	CHECK(cu.cuStreamDestroy_v2(s2));
+	close_primary(0);
+	return finish("edge pending_free");
+}
+
+static volatile int reuse_stop;
+static CUcontext reuse_primary;
+static int reuse_hits, reuse_rounds;
+
+static void *ctx_churn(void *arg)
+{
+	(void)arg;
+	CHECK(cu.cuCtxSetCurrent(reuse_primary));
+	while (!reuse_stop) {
+		CUcontext c;
+
+		if (cu.cuCtxCreate_v2(&c, 0, 0) == CUDA_SUCCESS) {
+			CHECK(cu.cuCtxDestroy_v2(c));
+			CHECK(cu.cuCtxSetCurrent(reuse_primary));
+		}
+	}
+	return NULL;
+}
+
+/* The bytes a context destroy gave back, modulo the context size. */
+static void *ctx_alloc(void *arg)
+{
+	const uint64_t x = MIB + 512, ctxb = *(uint64_t *)arg;
+
+	CHECK(cu.cuCtxSetCurrent(reuse_primary));
+	while (!reuse_stop) {
+		CUcontext c;
+		CUdeviceptr d;
+		size_t f1, f2;
+
+		if (cu.cuCtxCreate_v2(&c, 0, 0) != CUDA_SUCCESS)
+			continue;
+		if (CHECK(cu.cuMemAlloc_v2(&d, x))) {
+			f1 = mem_free();
+			CHECK(cu.cuCtxDestroy_v2(c));
+			f2 = mem_free();
+			reuse_rounds++;
+			/* The other thread moves free in whole contexts only. */
+			if ((f2 - f1) % ctxb != x % ctxb)
+				reuse_hits++;
+		} else {
+			CHECK(cu.cuCtxDestroy_v2(c));
+		}
+		CHECK(cu.cuCtxSetCurrent(reuse_primary));
+	}
+	return NULL;
+}
+
+static int ctxreuse(void)
+{
+	struct timespec ts = { 2, 0 };
+	pthread_t a, b;
+	uint64_t ctxb;
+	CUcontext c;
+	size_t f0;
+
+	reuse_primary = open_primary(0);
+	f0 = mem_free();
+	if (!CHECK(cu.cuCtxCreate_v2(&c, 0, 0)))
+		return finish("edge ctxreuse");
+	ctxb = f0 - mem_free();
+	CHECK(cu.cuCtxDestroy_v2(c));
+	CHECK(cu.cuCtxSetCurrent(reuse_primary));
+	if (!ctxb || ctxb <= MIB + 512) {
+		notef("edge ctxreuse: contexts of %llu bytes: cannot tell",
+		      (unsigned long long)ctxb);
+		return SKIP;
+	}
+	pthread_create(&a, NULL, ctx_churn, NULL);
+	pthread_create(&b, NULL, ctx_alloc, &ctxb);
+	nanosleep(&ts, NULL);
+	reuse_stop = 1;
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	printf("rounds=%d\nhits=%d\n", reuse_rounds, reuse_hits);
+	if (reuse_hits)
+		failf("edge ctxreuse: %d of %d context destroys gave back the wrong bytes: another thread's destroy of the same (reused) handle took its allocation",
+		      reuse_hits, reuse_rounds);
+	expect_free(f0, "edge ctxreuse: at the end");
+	close_primary(0);
+	return finish("edge ctxreuse");
+}
+
+/* Fills device 1's vGPU through one path while device 0's is untouched. */
+static void crossdev_fill(uint64_t bytes, bool pool, size_t f0)
+{
+	CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 1 },
+	};
+	const char *what = pool ? "edge crossdev (pool)" : "edge crossdev (vmm)";
+	size_t g = vmm_granularity(1);
+	CUmemGenericAllocationHandle h, h2;
+	CUmemoryPool p1;
+	CUdeviceptr d, d2;
+	CUresult rc;
+
+	if (pool) {
+		CHECK(cu.cuDeviceGetDefaultMemPool(&p1, 1));
+		rc = cu.cuMemAllocFromPoolAsync(&d, bytes, p1, NULL);
+	} else {
+		rc = cu.cuMemCreate(&h, bytes, &prop, 0);
+	}
+	if (!EXPECT(rc, CUDA_SUCCESS))
+		return;
+	expect_free(f0, what);
+	rc = pool ? cu.cuMemAllocFromPoolAsync(&d2, 1, p1, NULL)
+		  : cu.cuMemCreate(&h2, g, &prop, 0);
+	if (rc != CUDA_ERROR_OUT_OF_MEMORY)
+		failf("%s: one more allocation on device 1 returned %d, want CUDA_ERROR_OUT_OF_MEMORY",
+		      what, (int)rc);
+	if (pool) {
+		CHECK(cu.cuMemFreeAsync(d, NULL));
+		CHECK(cu.cuCtxSynchronize());
+	} else {
+		CHECK(cu.cuMemRelease(h));
+	}
+}
+
+static int crossdev(uint64_t bytes)
+{
+	size_t f0;
+
+	open_primary(0);
+	f0 = mem_free();
+	for (int round = 0; round < 2; round++) {
+		crossdev_fill(bytes, false, f0);
+		crossdev_fill(bytes, true, f0);
+	}
+	close_primary(0);
+	return finish("edge crossdev");
+}
+
+int cmd_edge(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[0], "crossdev")) {
+		load_cuda();
+		return crossdev(parse_size(argv[1]));
+	}
+	if (argc != 1)
+		dief("usage: edge <case> [bytes]");
+	load_cuda();
+	if (!strcmp(argv[0], "freeasync_linear"))
+		return freeasync_linear();
+	if (!strcmp(argv[0], "pooldestroy"))
+		return pooldestroy();
+	if (!strcmp(argv[0], "addrfree"))
+		return addrfree();
+	if (!strcmp(argv[0], "pending_free"))
+		return pending_free();
+	if (!strcmp(argv[0], "ctxreuse"))
+		return ctxreuse();
+	if (!strcmp(argv[0], "fork_managed"))
+		return fork_managed();
+	dief("edge: unknown case %s", argv[0]);
+}

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * gstest: end-to-end checks of the gpuslice shim through the CUDA driver
+ * API, one subcommand per area. Run it with LD_PRELOAD=libgpuslice.so and
+ * the container's GPU_IDX / GPU_CONTAINER_MEM; the Go tests in
+ * interposer/ drive it against the simulated driver.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *usage;
+} cmds[] = {
+	{ "cap", cmd_cap, "cap <path> [device]: fill the vGPU exactly through one allocation path, one more unit is refused, frees give it all back; paths: alloc pitch async async_ptsz pool pool_ptsz vmm array array3d mipmap context" },
+	{ "meminfo", cmd_meminfo, "meminfo [device] [bytes]: optionally cuMemAlloc bytes, then print what CUDA and NVML report (key=value)" },
+	{ "nvmlinfo", cmd_nvmlinfo, "nvmlinfo: print NVML's memory view of every device without touching CUDA (key=value)" },
+	{ "managed", cmd_managed, "managed: cuMemAllocManaged must be CUDA_ERROR_NOT_SUPPORTED, from several threads" },
+	{ "alloc", cmd_alloc, "alloc <bytes> [device]: one cuMemAlloc; exit 0 when it succeeds, 2 when refused with CUDA_ERROR_OUT_OF_MEMORY" },
+	{ "hold", cmd_hold, "hold <bytes> [device]: allocate, print ready, sleep until killed (exit 2 when refused)" },
+	{ "procaddr", cmd_procaddr, "procaddr [fill-bytes]: entry points from cuGetProcAddress/_v2 land in the shim: with the vGPU filled, each allocator refuses" },
+	{ "storm", cmd_storm, "storm <threads> <seconds> <seed> [max=<bytes>] [only=<path,...>] [linger] [solo]: random allocations and frees on every path" },
+	{ "fork", cmd_fork, "fork: a forked child owns none of the parent's charges; fork while threads allocate" },
+	{ "edge", cmd_edge, "edge <case> [bytes]: one corner of the accounting; cases: freeasync_linear pooldestroy addrfree pending_free ctxreuse fork_managed, crossdev <bytes>" },
+	{ "watch", cmd_watch, "watch <interval-ms> [device]: print the device's physical used bytes (simcuda) until stdin closes" },
+};
+
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: gstest <command> [args]\n");
+	for (size_t i = 0; i < NCMDS; i++)
+		fprintf(stderr, "  %s\n", cmds[i].usage);
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 2)
+		return usage();
+	for (size_t i = 0; i < NCMDS; i++) {
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 2, argv + 2);
+	}
+	fprintf(stderr, "gstest: unknown command %s\n", argv[1]);
+	return usage();
+}

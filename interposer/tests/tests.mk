@@ -1,0 +1,22 @@
+# The end-to-end test programs, built into $(BIN). Included by
+# interposer/Makefile (BUILD, LIB, BIN, CC, CFLAGS come from there).
+#
+#  gstest    reaches the driver with dlopen + dlsym, as frameworks do; the
+#            Go tests in interposer/ drive it (see tests/main.c).
+#  gsdirect  is linked against libcuda.so.1: the LD_PRELOAD-by-symbol path.
+
+TESTS_OBJDIR := $(BUILD)/obj/tests
+GSTEST_SRCS := $(filter-out tests/direct.c,$(wildcard tests/*.c))
+GSTEST_OBJS := $(patsubst tests/%.c,$(TESTS_OBJDIR)/%.o,$(GSTEST_SRCS))
+
+tests: $(BIN)/gstest $(BIN)/gsdirect
+
+$(TESTS_OBJDIR)/%.o: tests/%.c tests/common.h include/gpuslice/*.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BIN)/gstest: $(GSTEST_OBJS) | $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ -ldl
+
+$(BIN)/gsdirect: $(TESTS_OBJDIR)/direct.o $(LIB)/libcuda.so.1 | $(BIN)
+	$(CC) $(CFLAGS) -o $@ $< -L$(LIB) -l:libcuda.so.1
