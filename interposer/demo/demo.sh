@@ -36,7 +36,7 @@ run() {
 	env $env "$build/bin/gsdemo-worker" "$name" "$@" >"$work/$name.log" 2>&1 &
 	pids+=($!)
 	eval "pid_$name=$!"
-	for _ in $(seq 200); do
+	for _ in $(seq 600); do
 		grep -q ready "$work/$name.log" && break
 		kill -0 "${pids[-1]}" 2>/dev/null || break
 		sleep 0.05
