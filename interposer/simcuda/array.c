@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 
+#include "gpuslice/cuda_array.h"
 #include "sim.h"
 
 #define SIM_ARRAY_ALIGN 512
@@ -15,24 +16,6 @@
 struct sim_array {
 	int mipmap;
 };
-
-static uint64_t format_bytes(CUarray_format f)
-{
-	switch (f) {
-	case CU_AD_FORMAT_UNSIGNED_INT8:
-	case CU_AD_FORMAT_SIGNED_INT8:
-		return 1;
-	case CU_AD_FORMAT_UNSIGNED_INT16:
-	case CU_AD_FORMAT_SIGNED_INT16:
-	case CU_AD_FORMAT_HALF:
-		return 2;
-	case CU_AD_FORMAT_UNSIGNED_INT32:
-	case CU_AD_FORMAT_SIGNED_INT32:
-	case CU_AD_FORMAT_FLOAT:
-		return 4;
-	}
-	return 0;
-}
 
 static uint64_t at_least_1(uint64_t v)
 {
@@ -56,7 +39,7 @@ static int mul_over(uint64_t *v, uint64_t m)
 static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d,
 			    unsigned int levels)
 {
-	uint64_t texel = format_bytes(d->Format) * d->NumChannels;
+	uint64_t texel = cu_array_format_bytes(d->Format) * d->NumChannels;
 	uint64_t w = d->Width, h = at_least_1(d->Height);
 	uint64_t z = at_least_1(d->Depth), total = 0;
 
