@@ -13,22 +13,30 @@ import (
 // nearly empty every allocator is refused, managed memory is not
 // supported, and the memory queries show the cap (tests/procaddr.c).
 // TestPassThrough/procaddr shows the same run failing without a cap.
+//
+// A real driver may hand out internal entry points rather than its exported
+// symbols; SIMCUDA_PROCADDR=private makes the simulated driver do that, and
+// the shim must then recognise the function by name, version and flags.
 func TestProcAddress(t *testing.T) {
 	t.Parallel()
-	m := newMachine(t)
-	r := m.ok("procaddr", "768M")
-	assert.Equal(t, 768*mib, r.num(t, "fill"))
-	assert.Equal(t, 1024*mib, r.num(t, "total"))
-	// 21 queries x 3 flags x 3 lookups.
-	assert.Equal(t, uint64(189), r.num(t, "calls"))
-	assert.Empty(t, r.lines("FAIL"), "%s", r)
+	for _, mode := range []string{"exported", "private"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			m := newMachine(t, "SIMCUDA_PROCADDR", mode)
+			r := m.ok("procaddr", "768M")
+			assert.Equal(t, 768*mib, r.num(t, "fill"))
+			assert.Equal(t, 1024*mib, r.num(t, "total"))
+			// 21 queries x 3 flags x 3 lookups.
+			assert.Equal(t, uint64(189), r.num(t, "calls"))
+			assert.Empty(t, r.lines("FAIL"), "%s", r)
+		})
+	}
 }
 
 // The same with the shim loaded after the driver instead of preloaded
 // (gstest dlopen()s it and takes its exports): the driver's own
 // cuGetProcAddress then hands out the driver's functions, and the shim must
-// swap each for its wrapper. (Preloaded, the simulated driver already
-// returns the shim's definitions, as the dynamic linker resolves them.)
+// swap each for its wrapper.
 func TestProcAddressLateShim(t *testing.T) {
 	t.Parallel()
 	m := newMachine(t).unshimmed().set("GSTEST_LATE_SHIM", shim)

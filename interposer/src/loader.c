@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "gpuslice/procaddr.h"
 #include "shim.h"
 
 struct gs_real gs_real;
@@ -160,16 +161,26 @@ GS_EXPORT void *dlsym(void *handle, const char *symbol)
 	return fn;
 }
 
-/* Swaps a function the real driver handed out for the shim's wrapper. */
-static void wrap_proc(const char *symbol, void **pfn)
+/*
+ * Swaps a function the real driver handed out for the shim's wrapper of
+ * it. By address first: the driver's exported function. A driver may hand
+ * out an internal entry point instead, so then by what it must have
+ * picked: the variant of that base name for that version and those flags.
+ */
+static void wrap_proc(const char *symbol, int version, cuuint64_t flags,
+		      void **pfn)
 {
 	void *hook;
+	int i, known;
 
 	if (!pfn || !*pfn)
 		return;
 	hook = gs_hook_for_real(*pfn);
+	if (!hook && (i = cu_proc_pick(symbol, version, flags, &known)) >= 0)
+		hook = gs_hook_by_name(cu_procs[i].symbol);
 	if (hook) {
-		gs_debug("cuGetProcAddress(%s): wrapped", symbol);
+		gs_debug("cuGetProcAddress(%s, %d, %llu): wrapped", symbol,
+			 version, (unsigned long long)flags);
 		*pfn = hook;
 	}
 }
@@ -184,7 +195,7 @@ GS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn,
 		return CUDA_ERROR_NOT_FOUND;
 	r = gs_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
 	if (r == CUDA_SUCCESS)
-		wrap_proc(symbol, pfn);
+		wrap_proc(symbol, cudaVersion, flags, pfn);
 	return r;
 }
 
@@ -200,6 +211,6 @@ GS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn,
 	r = gs_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags,
 					status);
 	if (r == CUDA_SUCCESS)
-		wrap_proc(symbol, pfn);
+		wrap_proc(symbol, cudaVersion, flags, pfn);
 	return r;
 }
