@@ -96,6 +96,19 @@ func TestLogLevel(t *testing.T) {
 }
 
 // Two cards, each with its own cap and its own ledger.
+// GPU_IDX may list the cards in any order: devices appear in PCI order,
+// the order of the physical indices, and each keeps the cap paired with
+// its index.
+func TestMultiCardUnsortedIndex(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t, "SIMCUDA_DEVICES", "2", "GPU_IDX", "1,0", "GPU_CONTAINER_MEM", "2048,1024")
+	kv := m.ok("meminfo", "1").kv()
+	assert.Equal(t, fmt.Sprint(1024*mib), kv["device.0.total"])
+	assert.Equal(t, fmt.Sprint(2048*mib), kv["device.1.total"])
+	assert.Equal(t, 2, m.run("alloc", "769M", "0").code, "card 0's cap is 1024 MiB")
+	assert.Equal(t, 0, m.run("alloc", "1792M", "1").code, "card 1's cap is 2048 MiB")
+}
+
 func TestMultiCard(t *testing.T) {
 	t.Parallel()
 	m := newMachine(t, "SIMCUDA_DEVICES", "2", "GPU_IDX", "0,1", "GPU_CONTAINER_MEM", "1024,2048")

@@ -5,8 +5,8 @@
  *
  * GPU_IDX lists the physical cards given to the container. Inside a
  * container the driver shows exactly those cards, in PCI order (the agent
- * sets CUDA_DEVICE_ORDER=PCI_BUS_ID), so device ordinal i is the i-th
- * listed card. When the process sees more devices than the list names (no
+ * sets CUDA_DEVICE_ORDER=PCI_BUS_ID), so device ordinal i is the listed
+ * card with the i-th smallest index (config.c keeps them sorted). When the process sees more devices than the list names (no
  * container around it: a developer's machine, the tests), ordinal n is
  * card n. A device that is none of the container's cards gets no memory:
  * nothing runs unisolated.

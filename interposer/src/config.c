@@ -43,6 +43,22 @@ static int parse_list(const char *s, unsigned long long min,
 	return n;
 }
 
+/*
+ * Devices appear in PCI order, which is the order of the physical indices:
+ * keep the cards in that order whatever order GPU_IDX lists them in.
+ */
+static void sort_cards(struct gs_config *cfg)
+{
+	for (int i = 1; i < cfg->ncards; i++) {
+		struct gs_card_config c = cfg->cards[i];
+		int j = i;
+
+		for (; j > 0 && cfg->cards[j - 1].index > c.index; j--)
+			cfg->cards[j] = cfg->cards[j - 1];
+		cfg->cards[j] = c;
+	}
+}
+
 static void copy_setting(char *dst, size_t len, const char *v, const char *def)
 {
 	snprintf(dst, len, "%s", v && *v ? v : def);
@@ -112,6 +128,7 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 		cfg->cards[i].cap = mem[i] * GS_MIB;
 	}
 	cfg->ncards = nmem;
+	sort_cards(cfg);
 	cfg->invalid = false;
 	cfg->enabled = true;
 	return 0;
