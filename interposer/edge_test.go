@@ -28,11 +28,9 @@ func TestAccountingEdges(t *testing.T) {
 			t.Parallel()
 			m := newMachine(t)
 			r := m.with("GPU_CONTAINER_MEM", "", "GPU_IDX", "").run("edge", tc.name)
-			if r.code == 77 {
-				// A stream that finished before the check (a very
-				// loaded machine): nothing can be concluded.
-				t.Skipf("could not set the case up: %s", r)
-			}
+			// 77: the case could not be set up (a stream that finished
+			// before the check). On the simulated driver, with kernels
+			// of a second or so, that is a failure, not a reason to skip.
 			require.Equal(t, 0, r.code, "without a cap: %s", r)
 			t.Logf("checks that %s", tc.what)
 			m.ok("edge", tc.name)

@@ -226,7 +226,7 @@ static int pending_free(void)
 	if (!CHECK(cu.cuMemAllocAsync(&a1, g, s1)) ||
 	    !CHECK(cu.cuMemAllocAsync(&a2, g, s2)))
 		return finish("edge pending_free");
-	if (!busy_stream(s1, 500000000ULL, &mod)) {
+	if (!busy_stream(s1, 1000000000ULL, &mod)) {
 		notef("edge pending_free: cannot keep a stream busy here");
 		return SKIP;
 	}
