@@ -329,7 +329,7 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 	/* Rechecked: the wait above let other threads run. */
 	if (c->refs == 0)
 		return sim_leave_rc(CUDA_ERROR_INVALID_CONTEXT);
-	if (--c->refs == 0)
+	if (--c->refs == 0 && c->alive)
 		teardown(c);
 	return sim_leave_rc(CUDA_SUCCESS);
 }
@@ -348,6 +348,14 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 		sim_stream_sync_ctx(c);
 	if (c->alive)
 		teardown(c);
-	c->refs = 0;
+	/*
+	 * A reset does not release the context: whoever retained it still
+	 * holds a usable, fresh one (with a new epoch: its old per-thread
+	 * streams are gone).
+	 */
+	if (c->refs && sim_charge(dev, simst_ctx_bytes()) == CUDA_SUCCESS) {
+		c->alive = 1;
+		c->epoch++;
+	}
 	return sim_leave_rc(CUDA_SUCCESS);
 }

@@ -4,7 +4,8 @@
  * per context, charged before the driver creates it), and destroying a
  * context frees every allocation made in it, so their charges go with it.
  * The primary context (what the runtime API uses) is charged on its first
- * retain and uncharged when its last reference is released or it is reset.
+ * retain and uncharged when its last reference is released; a reset frees
+ * what was made in it but leaves it retained.
  */
 #include "shim.h"
 
@@ -134,31 +135,31 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 }
 
 /*
- * Asks the driver to release or reset the primary context of dev; if that
- * destroys it (last reference, or reset), everything made in it goes too.
- * The primary lock is held, so no other thread retains it meanwhile.
+ * Asks the driver to release or reset the primary context of dev. A reset
+ * frees everything made in the context but does not release it: whoever
+ * retained it keeps a fresh one, and its footprint. The last release
+ * destroys it, with everything made in it. The primary lock is held, so
+ * no other thread retains it meanwhile.
  */
 static CUresult primary_drop_locked(CUdevice dev, CUresult (*real)(CUdevice),
 				    bool reset)
 {
-	bool last = reset || primary[dev].refs == 1;
+	bool last = !reset && primary[dev].refs == 1;
 	void *owned = NULL;
 	CUresult r;
 
-	if (primary[dev].refs && last)
+	if (primary[dev].refs && (reset || last))
 		owned = gs_track_detach_context(primary[dev].ctx);
 	r = real(dev);
 	gs_track_settle_detached(owned, r == CUDA_SUCCESS);
-	if (r != CUDA_SUCCESS || !primary[dev].refs)
+	if (r != CUDA_SUCCESS || reset || !primary[dev].refs)
 		return r;
-	if (!last) {
-		primary[dev].refs--;
-		return r;
+	if (last) {
+		gs_uncharge(primary[dev].card, gs_config()->context_bytes);
+		primary[dev].ctx = NULL;
+		primary[dev].card = NULL;
 	}
-	gs_uncharge(primary[dev].card, gs_config()->context_bytes);
-	primary[dev].refs = 0;
-	primary[dev].ctx = NULL;
-	primary[dev].card = NULL;
+	primary[dev].refs--;
 	return r;
 }
 

@@ -155,7 +155,11 @@ int cap_context(int device)
 		expect_free(f0, "context: after destroying a context that held memory");
 	}
 
-	/* So does resetting the primary context. */
+	/*
+	 * So does resetting the primary context, which stays retained (and
+	 * usable) until its last release: retain, reset, retain, release
+	 * must leave it charged, and the last release must not.
+	 */
 	if (CHECK(cu.cuDevicePrimaryCtxRetain(&p, dev))) {
 		CHECK(cu.cuCtxSetCurrent(p));
 		if (CHECK(cu.cuMemAlloc_v2(&x, 8 * MIB)))
@@ -163,7 +167,12 @@ int cap_context(int device)
 				    "context: primary context with 8 MiB");
 		CHECK(cu.cuDevicePrimaryCtxReset_v2(dev));
 		CHECK(cu.cuCtxSetCurrent(a));
-		expect_free(f0, "context: after cuDevicePrimaryCtxReset");
+		expect_free(f0 - c, "context: after cuDevicePrimaryCtxReset");
+		CHECK(cu.cuDevicePrimaryCtxRetain(&p, dev));
+		CHECK(cu.cuDevicePrimaryCtxRelease_v2(dev));
+		expect_free(f0 - c, "context: reset, retained twice, released once");
+		CHECK(cu.cuDevicePrimaryCtxRelease_v2(dev));
+		expect_free(f0, "context: after the last release");
 	}
 
 	/* The cap itself, in this context. */
