@@ -21,6 +21,7 @@ func TestAccountingEdges(t *testing.T) {
 		{"pooldestroy", "a pool destroyed with allocations outstanding stays charged until they are freed"},
 		{"addrfree", "cuMemAddressFree of a still mapped range unmaps it: the released handle is uncharged"},
 		{"pending_free", "a pool settled while a stream-ordered free is queued is settled again once the free ran"},
+		{"freeasync_thread", "a stream-ordered free on a per-thread stream stays charged when another thread syncs its own idle stream"},
 		{"ctxreuse", "a destroyed context's records go before its handle can be reused by another thread's new context"},
 	}
 	for _, tc := range tests {

@@ -4,6 +4,11 @@
  * yet carried out. The memory is the card's until the stream reaches the
  * free, so the charge stays until the stream is seen past it: checked at
  * synchronisation points and before any charge is refused.
+ *
+ * "Past it" is an event recorded right behind the free, on the freeing
+ * thread: the stream handle alone would not do, since 0, CU_STREAM_LEGACY
+ * and CU_STREAM_PER_THREAD name a different stream on every thread and in
+ * every context, while an event is the same from anywhere.
  */
 #include <stdlib.h>
 
@@ -12,8 +17,7 @@
 struct pending {
 	struct pending *next;
 	struct gs_alloc a;
-	CUstream stream;
-	bool ptsz;	/* queued through a per-thread-stream entry point */
+	CUevent passed;	/* recorded right behind the free */
 };
 
 static struct pending *pendings;
@@ -28,30 +32,56 @@ static void settle(const struct gs_alloc *a)
 		gs_uncharge(a->card, a->bytes);
 }
 
+/* An event recorded on stream now, or NULL. */
+static CUevent mark(CUstream stream, bool ptsz)
+{
+	__typeof__(&cuEventRecord) record =
+		ptsz ? gs_real.cuEventRecord_ptsz : gs_real.cuEventRecord;
+	CUevent ev;
+
+	if (!gs_real.cuEventCreate || !record ||
+	    gs_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+		return NULL;
+	if (record(ev, stream) != CUDA_SUCCESS) {
+		gs_real.cuEventDestroy_v2(ev);
+		return NULL;
+	}
+	return ev;
+}
+
 void gs_pending_add(const struct gs_alloc *a, CUstream stream, bool ptsz)
 {
 	struct pending *p = malloc(sizeof(*p));
+	__typeof__(&cuStreamSynchronize) sync =
+		ptsz ? gs_real.cuStreamSynchronize_ptsz :
+		       gs_real.cuStreamSynchronize;
 
-	if (!p) {
-		settle(a);	/* cannot wait for it: settle now */
+	if (p)
+		p->passed = mark(stream, ptsz);
+	if (!p || !p->passed) {
+		/* Cannot tell when the free happens: wait for it here. */
+		gs_warn("cannot track a stream-ordered free: synchronising its stream");
+		if (sync)
+			sync(stream);
+		settle(a);
+		free(p);
 		return;
 	}
 	p->a = *a;
-	p->stream = stream;
-	p->ptsz = ptsz;
 	pthread_mutex_lock(&pendings_lock);
 	p->next = pendings;
 	pendings = p;
 	pthread_mutex_unlock(&pendings_lock);
 }
 
+/*
+ * Whether the stream has passed the free. Any answer but "not ready" is
+ * final: done, or the event went with its context, and with the context
+ * its memory.
+ */
 static bool stream_passed(const struct pending *p)
 {
-	__typeof__(&cuStreamQuery) query =
-		p->ptsz ? gs_real.cuStreamQuery_ptsz : gs_real.cuStreamQuery;
-
-	/* A stream destroyed meanwhile finishes its work on its own. */
-	return !query || query(p->stream) != CUDA_ERROR_NOT_READY;
+	return gs_real.cuEventQuery(p->passed) != CUDA_ERROR_NOT_READY;
 }
 
 void gs_pending_settle(void)
@@ -77,6 +107,7 @@ void gs_pending_settle(void)
 		struct pending *p = done;
 
 		done = p->next;
+		gs_real.cuEventDestroy_v2(p->passed);
 		settle(&p->a);
 		free(p);
 	}

@@ -84,7 +84,12 @@
 	X(cuModuleLoadData)                 \
 	X(cuModuleUnload)                   \
 	X(cuModuleGetFunction)              \
-	X(cuLaunchKernel)
+	X(cuLaunchKernel)                   \
+	X(cuLaunchKernel_ptsz)              \
+	X(cuEventCreate)                    \
+	X(cuEventRecord_ptsz)               \
+	X(cuEventQuery)                     \
+	X(cuEventDestroy_v2)
 
 #define GSTEST_NVML_FUNCS(X)             \
 	X(nvmlInit_v2)                   \

@@ -16,6 +16,10 @@
  *  pending_free      a pool settled (at a sync of another stream) while a
  *                    stream-ordered free of it is still queued must still
  *                    give those bytes back once the free has happened.
+ *  freeasync_thread  cuMemFreeAsync_ptsz(ptr, 0) queued behind a busy
+ *                    per-thread stream; another thread, whose own stream
+ *                    is idle, synchronises it: the bytes are still in use,
+ *                    whichever thread settles the queued free.
  *  ctxreuse          one thread creates and destroys contexts while another
  *                    allocates in contexts of its own: a destroyed context's
  *                    handle, reused by the driver for the next one, must not
@@ -381,6 +385,69 @@ static int crossdev(uint64_t bytes)
 	return finish("edge crossdev");
 }
 
+struct other_thread {
+	CUcontext ctx;
+	size_t bytes;
+	CUevent freed;		/* recorded behind the queued free */
+	size_t total;
+};
+
+static void *alloc_from_other_thread(void *arg)
+{
+	struct other_thread *o = arg;
+	CUdeviceptr d;
+	CUstream s;
+	CUresult rc;
+
+	CHECK(cu.cuCtxSetCurrent(o->ctx));
+	CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cu.cuStreamSynchronize(s));	/* a sync point: settles */
+	rc = cu.cuMemAlloc_v2(&d, o->bytes);
+	if (rc == CUDA_SUCCESS) {
+		if (cu.cuEventQuery(o->freed) == CUDA_ERROR_NOT_READY)
+			failf("edge freeasync_thread: another thread got the vGPU's %zu bytes while their stream-ordered free was still queued",
+			      o->bytes);
+		within_cap(o->total, "edge freeasync_thread");
+		CHECK(cu.cuMemFree_v2(d));
+	} else if (rc != CUDA_ERROR_OUT_OF_MEMORY) {
+		failf("edge freeasync_thread: cuMemAlloc %d", (int)rc);
+	}
+	CHECK(cu.cuStreamDestroy_v2(s));
+	return NULL;
+}
+
+static int freeasync_thread(void)
+{
+	struct other_thread o;
+	unsigned long long ns = 1000000000ULL;
+	void *params[] = { &ns };
+	CUdeviceptr d;
+	CUfunction f;
+	CUmodule mod;
+	pthread_t t;
+
+	o.ctx = open_primary(0);
+	mem_info(&o.bytes, &o.total);
+	if (!CHECK(cu.cuMemAlloc_v2(&d, o.bytes)) ||
+	    !CHECK(cu.cuModuleLoadData(&mod, ptx)) ||
+	    !CHECK(cu.cuModuleGetFunction(&f, mod, "spin")) ||
+	    !CHECK(cu.cuLaunchKernel_ptsz(f, 1, 1, 1, 1, 1, 1, 0, NULL,
+					   params, NULL)) ||
+	    !CHECK(cu.cuMemFreeAsync_ptsz(d, NULL)) ||
+	    !CHECK(cu.cuEventCreate(&o.freed, CU_EVENT_DISABLE_TIMING)) ||
+	    !CHECK(cu.cuEventRecord_ptsz(o.freed, NULL)))
+		return finish("edge freeasync_thread");
+	pthread_create(&t, NULL, alloc_from_other_thread, &o);
+	pthread_join(t, NULL);
+	CHECK(cu.cuStreamSynchronize_ptsz(NULL));
+	if (mem_free() != o.bytes)
+		failf("edge freeasync_thread: after the free ran, %zu bytes free, want %zu",
+		      mem_free(), o.bytes);
+	CHECK(cu.cuEventDestroy_v2(o.freed));
+	close_primary(0);
+	return finish("edge freeasync_thread");
+}
+
 int cmd_edge(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[0], "crossdev")) {
@@ -400,6 +467,8 @@ int cmd_edge(int argc, char **argv)
 		return pending_free();
 	if (!strcmp(argv[0], "ctxreuse"))
 		return ctxreuse();
+	if (!strcmp(argv[0], "freeasync_thread"))
+		return freeasync_thread();
 	if (!strcmp(argv[0], "fork_managed"))
 		return fork_managed();
 	dief("edge: unknown case %s", argv[0]);
