@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Process-wide set-up: fork handlers. A fork must not leave the child with
- * a lock some other parent thread held, nor with the parent's charges: the
- * driver's state does not carry over, so the child starts with nothing.
+ * Fork handlers. A fork must not leave the child with a lock some other
+ * parent thread held, nor with the parent's charges: the driver's state
+ * does not carry over, so the child starts with nothing.
+ *
+ * They are registered once the real driver is loaded, after its own:
+ * prepare handlers run in reverse order of registration, so the shim's
+ * locks are taken before the driver's, the order in which a thread inside
+ * a wrapped call takes them (a shim lock, then the driver's).
  */
 #include "shim.h"
 
@@ -34,7 +39,14 @@ static void after_fork_child(void)
 	gs_cards_after_fork_child();
 }
 
-__attribute__((constructor)) static void gs_init(void)
+static void register_handlers(void)
 {
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+void gs_fork_handlers_once(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, register_handlers);
 }

@@ -51,15 +51,17 @@ typedef void *(*dlsym_fn)(void *, const char *);
  */
 static dlsym_fn libc_dlsym(void)
 {
+	/* Where dlsym moved into libc; aarch64's base; x86-64's base. */
+	static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.17",
+						"GLIBC_2.2.5" };
 	static dlsym_fn fn;
 	dlsym_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
 
-	if (!f) {
-		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-		if (!f)
-			f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+	for (size_t i = 0; !f && i < sizeof(versions) / sizeof(versions[0]);
+	     i++)
+		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	if (f)
 		__atomic_store_n(&fn, f, __ATOMIC_RELEASE);
-	}
 	return f;
 }
 
@@ -78,8 +80,7 @@ static void load_library(const char *path, bool nvml)
 	} else {
 		for (size_t i = 0; i < NENTRIES; i++) {
 			if (entries[i].nvml == nvml)
-				*entries[i].real = libc_dlsym()(h,
-								entries[i].name);
+				*entries[i].real = dlsym(h, entries[i].name);
 		}
 	}
 	loading = false;
@@ -88,11 +89,13 @@ static void load_library(const char *path, bool nvml)
 static void load_cuda_once(void)
 {
 	load_library(gs_config()->real_libcuda, false);
+	gs_fork_handlers_once();
 }
 
 static void load_nvml_once(void)
 {
 	load_library(gs_config()->real_libnvml, true);
+	gs_fork_handlers_once();
 }
 
 void gs_load_cuda(void)
@@ -148,9 +151,16 @@ static bool in_driver(void *fn)
 
 GS_EXPORT void *dlsym(void *handle, const char *symbol)
 {
-	void *fn = libc_dlsym()(handle, symbol);
-	void *hook;
+	dlsym_fn real = libc_dlsym();
+	void *fn, *hook;
 
+	if (!real) {
+		/* Never jump to NULL: say why every lookup fails. */
+		gs_err("cannot find libc's dlsym (no known symbol version): dlsym(%s) fails",
+		       symbol);
+		return NULL;
+	}
+	fn = real(handle, symbol);
 	if (!fn || loading)
 		return fn;
 	if (strncmp(symbol, "cu", 2) && strncmp(symbol, "nvml", 4))

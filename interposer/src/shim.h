@@ -35,6 +35,8 @@ extern struct gs_real gs_real;
 
 /* Resolves the real libcuda functions (once; safe from any thread). */
 void gs_load_cuda(void);
+/* Registers the fork handlers (init.c), after the driver's own. */
+void gs_fork_handlers_once(void);
 /* Resolves the real libnvidia-ml functions (once). */
 void gs_load_nvml(void);
 /* The shim's wrapper for a real function pointer, or NULL. */
