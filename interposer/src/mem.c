@@ -127,28 +127,24 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
 GS_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
 	__typeof__(&cuMemGetInfo_v2) real = REAL(cuMemGetInfo_v2);
-	size_t phys_free, phys_total;
 	uint64_t used, cap;
 	struct gs_card *c;
 	CUcontext ctx;
 	CUresult r;
 
-	r = real(&phys_free, &phys_total);
+	/* The driver judges the arguments and the context as it would. */
+	r = real(free, total);
 	if (r != CUDA_SUCCESS || !gs_enabled() ||
-	    !(c = gs_current_card(&ctx))) {
-		if (r == CUDA_SUCCESS) {
-			if (free)
-				*free = phys_free;
-			if (total)
-				*total = phys_total;
-		}
+	    !(c = gs_current_card(&ctx)))
 		return r;
-	}
+	/* Memory queued frees and pools have given back is free again. */
+	gs_pools_reconcile(c);
 	if (!gs_card_usage(c, &used, &cap))
 		used = cap = 0;	/* no ledger: nothing may be allocated */
-	if (free)
-		*free = used >= cap ? 0 : cap - used < phys_free ?
-			cap - used : phys_free;
+	if (used > cap)
+		used = cap;
+	if (free && cap - used < *free)
+		*free = cap - used;
 	if (total)
 		*total = cap;
 	return r;

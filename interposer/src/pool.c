@@ -27,6 +27,7 @@ struct gs_pool {
 	 * until they are freed, and so does the charge.
 	 */
 	bool zombie;
+	bool destroying;	/* cuMemPoolDestroy under way: not buried yet */
 	pthread_mutex_t lock;
 };
 
@@ -80,6 +81,7 @@ static struct gs_pool *pool_get(CUmemoryPool pool, struct gs_card *card)
 		found->dirty = false;
 		found->live = 0;
 		found->zombie = false;
+		found->destroying = false;
 	}
 	pthread_mutex_unlock(&pools_lock);
 	if (!found)
@@ -133,13 +135,13 @@ void gs_pools_reconcile(struct gs_card *card)
 		/* A pool busy allocating settles itself when it is done. */
 		if (pthread_mutex_trylock(&p->lock))
 			continue;
-		if (p->zombie) {
+		if (p->zombie && !p->destroying) {
 			/* The table lock comes first, so never wait for it. */
 			if (!pthread_mutex_trylock(&pools_lock)) {
 				bury(p);
 				pthread_mutex_unlock(&pools_lock);
 			}
-		} else if (p->pool && p->card) {
+		} else if (!p->zombie && p->pool && p->card) {
 			settle(p);
 		}
 		pthread_mutex_unlock(&p->lock);
@@ -321,25 +323,54 @@ GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool,
 	return r;
 }
 
-GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+/*
+ * The record is retired before the driver is asked: once destroyed, the
+ * handle may come back from another thread's cuMemPoolCreate, which must
+ * not find the old record. It is restored if the driver refuses.
+ */
+static struct gs_pool *retire(CUmemoryPool pool)
 {
-	CUresult r = REAL(cuMemPoolDestroy)(pool);
+	struct gs_pool *found = NULL;
 
-	if (r != CUDA_SUCCESS || !gs_enabled())
-		return r;
-	/* Lock order as everywhere: the table, then a pool. */
 	pthread_mutex_lock(&pools_lock);
-	for (int i = 0; i < GS_MAX_POOLS; i++) {
+	for (int i = 0; i < GS_MAX_POOLS && !found; i++) {
 		struct gs_pool *p = &pools[i];
 
 		if (p->pool != pool || p->zombie)
 			continue;
 		pthread_mutex_lock(&p->lock);
 		p->zombie = true;
-		__atomic_store_n(&p->dirty, true, __ATOMIC_RELAXED);
-		bury(p);	/* at once unless allocations are live */
+		p->destroying = true;
 		pthread_mutex_unlock(&p->lock);
+		found = p;
 	}
+	pthread_mutex_unlock(&pools_lock);
+	return found;
+}
+
+GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+	__typeof__(&cuMemPoolDestroy) real = REAL(cuMemPoolDestroy);
+	struct gs_pool *p;
+	CUresult r;
+
+	if (!gs_enabled())
+		return real(pool);
+	p = retire(pool);
+	r = real(pool);
+	if (!p)
+		return r;
+	pthread_mutex_lock(&pools_lock);
+	pthread_mutex_lock(&p->lock);
+	p->destroying = false;
+	if (r != CUDA_SUCCESS) {
+		p->zombie = false;	/* still the application's pool */
+	} else {
+		/* Gone now unless allocations of it are live: at their end. */
+		__atomic_store_n(&p->dirty, true, __ATOMIC_RELAXED);
+		bury(p);
+	}
+	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&pools_lock);
 	return r;
 }
