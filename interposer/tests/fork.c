@@ -112,18 +112,30 @@ static void await_free(size_t want)
 	      f, want);
 }
 
+/*
+ * Odd threads go through VMM, where the shim holds a lock of its own
+ * across the driver's call: a fork must take the shim's locks before the
+ * driver's, or it waits on a thread that waits on it.
+ */
 static void *busy(void *arg)
 {
-	(void)arg;
+	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED };
+	bool vmm = (uintptr_t)arg & 1;
+
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	CHECK(cu.cuCtxSetCurrent(parent_ctx));
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		CUmemGenericAllocationHandle h;
 		CUdeviceptr d;
-		CUresult rc = cu.cuMemAlloc_v2(&d, MIB);
+		CUresult rc = vmm ? cu.cuMemCreate(&h, 2 * MIB, &prop, 0) :
+				    cu.cuMemAlloc_v2(&d, MIB);
 
-		if (rc == CUDA_SUCCESS)
+		if (rc == CUDA_SUCCESS && vmm)
+			CHECK(cu.cuMemRelease(h));
+		else if (rc == CUDA_SUCCESS)
 			CHECK(cu.cuMemFree_v2(d));
 		else if (rc != CUDA_ERROR_OUT_OF_MEMORY)
-			failf("fork busy thread: cuMemAlloc %d", (int)rc);
+			failf("fork busy thread: allocation %d", (int)rc);
 	}
 	return NULL;
 }
@@ -172,8 +184,8 @@ int cmd_fork(int argc, char **argv)
 
 	/* 2 */
 	for (int i = 0; i < 4; i++)
-		pthread_create(&t[i], NULL, busy, NULL);
-	for (int i = 0; i < 20; i++) {
+		pthread_create(&t[i], NULL, busy, (void *)(uintptr_t)i);
+	for (int i = 0; i < 100; i++) {
 		fflush(NULL);
 		pid = fork();
 		if (pid < 0)
