@@ -104,6 +104,7 @@ static void drop_handles(struct sim_ctx *c)
 static void teardown(struct sim_ctx *c)
 {
 	c->alive = 0;
+	sim_limits_reset(c);
 	sim_streams_close_ctx(c);
 	sim_mem_drop_ctx(c);
 	drop_handles(c);
@@ -140,6 +141,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 		return sim_leave_rc(rc);
 	}
 	c->dev = dev;
+	sim_limits_reset(c);
 	c->alive = 1;
 	c->epoch++;
 	push(c);
@@ -306,6 +308,7 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 		rc = sim_charge(dev, simst_ctx_bytes());
 		if (rc != CUDA_SUCCESS)
 			return sim_leave_rc(rc);
+		sim_limits_reset(c);
 		c->alive = 1;
 		c->epoch++;
 	}
@@ -354,6 +357,7 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	 * streams are gone).
 	 */
 	if (c->refs && sim_charge(dev, simst_ctx_bytes()) == CUDA_SUCCESS) {
+		sim_limits_reset(c);
 		c->alive = 1;
 		c->epoch++;
 	}

@@ -109,7 +109,10 @@ static int attribute(CUdevice_attribute attrib, CUdevice dev, int *value)
 		*value = 1024;
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-		*value = 40;
+		*value = SIM_SMS;
+		return 0;
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+		*value = SIM_THREADS_PER_SM;
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
 		*value = 0x10 + dev;

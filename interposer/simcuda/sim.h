@@ -22,6 +22,9 @@
 #define SIM_API __attribute__((visibility("default")))
 
 #define SIM_GRAN (2ULL << 20)		/* VMM and pool granularity */
+#define SIM_SMS 40			/* multiprocessors per device */
+#define SIM_THREADS_PER_SM 2048		/* resident threads per SM */
+#define SIM_NLIMITS 7			/* CUlimit values */
 #define SIM_ADDR_ALIGN 512ULL		/* of every device pointer */
 #define SIM_ADDR_BASE 0x7f0000000000ULL	/* + (dev << 40) */
 #define SIM_ADDR_WINDOW (1ULL << 40)	/* per device: 4x max capacity */
@@ -80,6 +83,8 @@ struct sim_ctx {
 	int alive;
 	int refs;		/* retains of a primary context */
 	unsigned int epoch;	/* bumped at each (re)activation */
+	size_t limits[SIM_NLIMITS];	/* cuCtxSetLimit values */
+	uint64_t limit_bytes;	/* device memory the limits take past the defaults */
 	struct sim_stream *legacy;
 	struct sim_ctx *next_free;	/* recycled dead contexts */
 };
@@ -135,6 +140,8 @@ void sim_handle_del(const void *h);
 
 /* context.c */
 struct sim_ctx *sim_ctx_current(void);
+/* Limits back to the defaults, and their memory with them (limit.c). */
+void sim_limits_reset(struct sim_ctx *c);
 
 /* memory.c */
 CUresult sim_charge(int dev, uint64_t bytes);
