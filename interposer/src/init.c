@@ -14,6 +14,7 @@
 static void before_fork(void)
 {
 	gs_vmm_before_fork();
+	gs_limits_before_fork();
 	gs_contexts_before_fork();
 	gs_pools_before_fork();
 	gs_pending_before_fork();
@@ -26,6 +27,7 @@ static void after_fork_parent(void)
 	gs_pending_after_fork_parent();
 	gs_pools_after_fork_parent();
 	gs_contexts_after_fork_parent();
+	gs_limits_after_fork_parent();
 	gs_vmm_after_fork_parent();
 }
 
@@ -35,6 +37,7 @@ static void after_fork_child(void)
 	gs_pending_after_fork_child();
 	gs_pools_after_fork_child();
 	gs_contexts_after_fork_child();
+	gs_limits_after_fork_child();
 	gs_vmm_after_fork_child();
 	gs_cards_after_fork_child();
 }

@@ -114,6 +114,7 @@ enum gs_kind {
 	GS_MIPMAP,
 	GS_HANDLE,	/* cuMemCreate */
 	GS_CONTEXT,	/* cuCtxCreate */
+	GS_LIMIT,	/* cuCtxSetLimit past the context's footprint */
 };
 
 struct gs_alloc {
@@ -160,6 +161,11 @@ void gs_pending_settle(void);
 void gs_pending_before_fork(void);
 void gs_pending_after_fork_parent(void);
 void gs_pending_after_fork_child(void);
+
+/* Context limits (limit.c). */
+void gs_limits_before_fork(void);
+void gs_limits_after_fork_parent(void);
+void gs_limits_after_fork_child(void);
 
 /* Contexts (context.c). */
 void gs_contexts_before_fork(void);

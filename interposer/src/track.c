@@ -106,7 +106,8 @@ bool gs_track_update(enum gs_kind kind, uint64_t key,
 /* Kinds whose memory the driver frees when their context is destroyed. */
 static bool context_bound(enum gs_kind kind)
 {
-	return kind == GS_LINEAR || kind == GS_ARRAY || kind == GS_MIPMAP;
+	return kind == GS_LINEAR || kind == GS_ARRAY || kind == GS_MIPMAP ||
+	       kind == GS_LIMIT;
 }
 
 /* Puts a node back after the driver refused to free what it records. */

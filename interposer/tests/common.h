@@ -43,6 +43,9 @@
 	X(cuCtxSetCurrent)                  \
 	X(cuCtxPopCurrent_v2)               \
 	X(cuCtxSynchronize)                 \
+	X(cuCtxSetLimit)                    \
+	X(cuCtxGetLimit)                    \
+	X(cuDeviceGetAttribute)             \
 	X(cuDevicePrimaryCtxRetain)         \
 	X(cuDevicePrimaryCtxRelease_v2)     \
 	X(cuDevicePrimaryCtxReset_v2)       \
@@ -194,5 +197,6 @@ int cmd_storm(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_edge(int argc, char **argv);
+int cmd_limit(int argc, char **argv);
 
 #endif /* GSTEST_COMMON_H */

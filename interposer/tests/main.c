@@ -25,6 +25,7 @@ static const struct {
 	{ "storm", cmd_storm, "storm <threads> <seconds> <seed> [max=<bytes>] [only=<path,...>] [linger] [solo]: random allocations and frees on every path" },
 	{ "fork", cmd_fork, "fork: a forked child owns none of the parent's charges; fork while threads allocate" },
 	{ "edge", cmd_edge, "edge <case> [bytes]: one corner of the accounting; cases: freeasync_linear pooldestroy addrfree pending_free ctxreuse fork_managed, crossdev <bytes>" },
+	{ "limit", cmd_limit, "limit: context limits that take device memory (malloc heap, stack) are held to the cap and given back" },
 	{ "watch", cmd_watch, "watch <interval-ms> [device]: print the device's physical used bytes (simcuda) until stdin closes" },
 };
 
