@@ -20,6 +20,7 @@ func TestAccountingEdges(t *testing.T) {
 		{"freeasync_linear", "cuMemFreeAsync of cuMemAlloc memory stays charged until the stream reaches the free"},
 		{"pooldestroy", "a pool destroyed with allocations outstanding stays charged until they are freed"},
 		{"addrfree", "cuMemAddressFree of a still mapped range unmaps it: the released handle is uncharged"},
+		{"vmm_retain", "a VMM handle retained from its address stays charged after the creator's release and the unmap, until its last release"},
 		{"pending_free", "a pool settled while a stream-ordered free is queued is settled again once the free ran"},
 		{"freeasync_thread", "a stream-ordered free on a per-thread stream stays charged when another thread syncs its own idle stream"},
 		{"ctxreuse", "a destroyed context's records go before its handle can be reused by another thread's new context"},

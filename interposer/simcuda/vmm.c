@@ -14,12 +14,12 @@ struct sim_vmm {
 	uint64_t size;
 	int dev;	/* -1 for host memory, which costs no device memory */
 	int maps;
-	int released;
+	int refs;	/* handle references: cuMemCreate, cuMemRetain... */
 };
 
 static void vmm_put(struct sim_vmm *v)
 {
-	if (!v->released || v->maps)
+	if (v->refs || v->maps)
 		return;
 	if (v->dev >= 0)
 		sim_uncharge(v->dev, v->size);
@@ -91,6 +91,7 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle,
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
 	v->size = size;
 	v->dev = dev;
+	v->refs = 1;
 	rc = dev >= 0 ? sim_charge(dev, size) : CUDA_SUCCESS;
 	if (rc == CUDA_SUCCESS && sim_handle_add(v, SH_VMM, NULL, dev)) {
 		if (dev >= 0)
@@ -115,9 +116,30 @@ SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	v = vmm_lookup(handle);
 	if (!v)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
-	sim_handle_del(v);
-	v->released = 1;
+	if (--v->refs == 0)
+		sim_handle_del(v);
 	vmm_put(v);
+	return sim_leave_rc(CUDA_SUCCESS);
+}
+
+/* A new reference to the handle mapped at addr, even one released. */
+SIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+					     void *addr)
+{
+	CUresult rc = sim_enter();
+	struct sim_entry *e;
+	struct sim_vmm *v;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	e = sim_table_covering(&sim.mem, (uint64_t)(uintptr_t)addr);
+	if (!handle || !e || e->kind != SM_MAPPED)
+		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
+	v = e->owner;
+	if (!v->refs && sim_handle_add(v, SH_VMM, NULL, v->dev))
+		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
+	v->refs++;
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
 	return sim_leave_rc(CUDA_SUCCESS);
 }
 

@@ -125,7 +125,7 @@ struct gs_alloc {
 	CUcontext ctx;		/* the context whose destruction frees it */
 	void *aux;		/* GS_ASYNC: its pool */
 	int maps;		/* GS_HANDLE: live mappings */
-	bool released;		/* GS_HANDLE: cuMemRelease called */
+	int refs;		/* GS_HANDLE: references not yet released */
 };
 
 void gs_track_add(const struct gs_alloc *a);

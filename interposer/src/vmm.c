@@ -2,8 +2,9 @@
 /*
  * Virtual memory management (cuMemCreate and friends; PyTorch's expandable
  * segments use it). A physical allocation on a device is charged when it is
- * created and uncharged when the driver frees it: once its handle is
- * released and it is mapped nowhere.
+ * created and uncharged when the driver frees it: once every reference to
+ * its handle (cuMemCreate's, cuMemRetainAllocationHandle's) is released
+ * and it is mapped nowhere.
  *
  * One lock is held across each of these calls and its bookkeeping: once
  * the driver frees a handle it may hand the same value to another thread's
@@ -39,7 +40,7 @@ static CUresult create_locked(CUmemGenericAllocationHandle *handle,
 		return r;
 	}
 	gs_track_add(&(struct gs_alloc){ .kind = GS_HANDLE, .key = *handle,
-					 .bytes = size, .card = c });
+					 .bytes = size, .card = c, .refs = 1 });
 	return r;
 }
 
@@ -59,25 +60,32 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle,
 	return r;
 }
 
-/* Counts a mapping in (+1) or out (-1), or the release (0); false once
- * the handle is freed: released and unmapped. */
+/* A change to a handle's mappings or references. */
+struct handle_delta {
+	int maps;
+	int refs;
+};
+
+/* Applies a handle_delta; false once the handle is freed: no reference
+ * left and mapped nowhere. */
 static bool handle_ref(struct gs_alloc *a, void *arg)
 {
-	int delta = *(int *)arg;
+	const struct handle_delta *d = arg;
 
-	if (delta)
-		a->maps += delta;
-	else
-		a->released = true;
-	if (!a->released || a->maps > 0)
+	a->maps += d->maps;
+	a->refs += d->refs;
+	if (a->refs > 0 || a->maps > 0)
 		return true;
 	gs_uncharge(a->card, a->bytes);
 	return false;
 }
 
-static void handle_update(CUmemGenericAllocationHandle handle, int delta)
+static bool handle_update(CUmemGenericAllocationHandle handle, int maps,
+			  int refs)
 {
-	gs_track_update(GS_HANDLE, handle, handle_ref, &delta);
+	struct handle_delta d = { maps, refs };
+
+	return gs_track_update(GS_HANDLE, handle, handle_ref, &d);
 }
 
 GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -90,7 +98,24 @@ GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	pthread_mutex_lock(&vmm_lock);
 	r = real(handle);
 	if (r == CUDA_SUCCESS)
-		handle_update(handle, 0);
+		handle_update(handle, 0, -1);
+	pthread_mutex_unlock(&vmm_lock);
+	return r;
+}
+
+GS_EXPORT CUresult cuMemRetainAllocationHandle(
+	CUmemGenericAllocationHandle *handle, void *addr)
+{
+	__typeof__(&cuMemRetainAllocationHandle) real =
+		REAL(cuMemRetainAllocationHandle);
+	CUresult r;
+
+	if (!gs_enabled())
+		return real(handle, addr);
+	pthread_mutex_lock(&vmm_lock);
+	r = real(handle, addr);
+	if (r == CUDA_SUCCESS)
+		handle_update(*handle, 0, 1);
 	pthread_mutex_unlock(&vmm_lock);
 	return r;
 }
@@ -98,9 +123,8 @@ GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 static void map_locked(CUdeviceptr ptr, CUmemGenericAllocationHandle handle)
 {
 	struct mapping *m;
-	int one = 1;
 
-	if (!gs_track_update(GS_HANDLE, handle, handle_ref, &one))
+	if (!handle_update(handle, 1, 0))
 		return;		/* not device memory: not charged */
 	m = malloc(sizeof(*m));
 	if (!m) {
@@ -141,7 +165,7 @@ static void unmapped_locked(CUdeviceptr ptr, size_t size)
 
 		if (m->ptr >= ptr && m->ptr - ptr < size) {
 			*p = m->next;
-			handle_update(m->handle, -1);
+			handle_update(m->handle, -1, 0);
 			free(m);
 		} else {
 			p = &m->next;

@@ -68,6 +68,7 @@
 	X(cuDeviceGetDefaultMemPool)        \
 	X(cuMemCreate)                      \
 	X(cuMemRelease)                     \
+	X(cuMemRetainAllocationHandle)      \
 	X(cuMemAddressReserve)              \
 	X(cuMemAddressFree)                 \
 	X(cuMemMap)                         \

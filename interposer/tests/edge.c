@@ -11,6 +11,8 @@
  *                    keeps its memory until they are freed.
  *  addrfree          cuMemAddressFree of a range still mapped: the mapping
  *                    goes with it, and a released handle's bytes come back.
+ *  vmm_retain        a handle retained from its address outlives the
+ *                    creator's release and the unmap.
  *  fork_managed      a forked child refused managed memory says so too (the
  *                    Go test counts the lines per pid).
  *  pending_free      a pool settled (at a sync of another stream) while a
@@ -176,6 +178,38 @@ static int addrfree(void)
 	expect_free(f, "edge addrfree: after the range (and its mapping) is gone");
 	close_primary(0);
 	return finish("edge addrfree");
+}
+
+/*
+ * NCCL's pattern: a reference retained from the address outlives the
+ * creator's release and the unmap; the memory is the card's until the
+ * last reference goes.
+ */
+static int vmm_retain(void)
+{
+	CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+	};
+	size_t f, size = 8 * vmm_granularity(0);
+	CUmemGenericAllocationHandle h, h2;
+	CUdeviceptr va;
+
+	open_primary(0);
+	f = mem_free();
+	if (!CHECK(cu.cuMemCreate(&h, size, &prop, 0)) ||
+	    !CHECK(cu.cuMemAddressReserve(&va, size, 0, 0, 0)) ||
+	    !CHECK(cu.cuMemMap(va, size, 0, h, 0)) ||
+	    !CHECK(cu.cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)va)))
+		return finish("edge vmm_retain");
+	CHECK(cu.cuMemRelease(h));
+	CHECK(cu.cuMemUnmap(va, size));
+	expect_free(f - size, "edge vmm_retain: released and unmapped, still retained");
+	CHECK(cu.cuMemRelease(h2));
+	expect_free(f, "edge vmm_retain: after the last release");
+	CHECK(cu.cuMemAddressFree(va, size));
+	close_primary(0);
+	return finish("edge vmm_retain");
 }
 
 static int fork_managed(void)
@@ -463,6 +497,8 @@ int cmd_edge(int argc, char **argv)
 		return pooldestroy();
 	if (!strcmp(argv[0], "addrfree"))
 		return addrfree();
+	if (!strcmp(argv[0], "vmm_retain"))
+		return vmm_retain();
 	if (!strcmp(argv[0], "pending_free"))
 		return pending_free();
 	if (!strcmp(argv[0], "ctxreuse"))

@@ -96,6 +96,8 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 		     const CUmemAllocationProp *prop, unsigned long long flags);
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+				     void *addr);
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
 			     CUdeviceptr addr, unsigned long long flags);
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
