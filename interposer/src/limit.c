@@ -54,13 +54,15 @@ static CUresult set_locked(struct gs_card *c, CUlimit limit, size_t value,
 			   size_t old, uint64_t unit, uint64_t held,
 			   uint64_t *now)
 {
-	uint64_t pre = value > old ? (value - old) * unit : 0;
 	int64_t want;
 	size_t got = value;
+	uint64_t pre = 0;
 	CUresult r;
 
 	*now = held;
-	if (!gs_charge(c, pre, "cuCtxSetLimit"))
+	/* A value whose memory does not even fit in 64 bits: no card has it. */
+	if ((value > old && __builtin_mul_overflow(value - old, unit, &pre)) ||
+	    pre > INT64_MAX || !gs_charge(c, pre, "cuCtxSetLimit"))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r = gs_real.cuCtxSetLimit(limit, value);
 	if (r != CUDA_SUCCESS) {
@@ -97,10 +99,15 @@ GS_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 	if (!gs_enabled() || !gs_real.cuCtxGetLimit ||
 	    !(c = gs_current_card(&ctx)) ||
 	    gs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
-	    !(unit = limit_unit(limit, dev)) ||
-	    gs_real.cuCtxGetLimit(&old, limit) != CUDA_SUCCESS)
+	    !(unit = limit_unit(limit, dev)))
 		return real(limit, value);
+	/* The value it changes from is read under the lock, or two threads
+	 * would each settle from the same old value. */
 	pthread_mutex_lock(&limits_lock);
+	if (gs_real.cuCtxGetLimit(&old, limit) != CUDA_SUCCESS) {
+		pthread_mutex_unlock(&limits_lock);
+		return real(limit, value);
+	}
 	a.key = limit_key(ctx, limit);
 	if (!gs_track_take(GS_LIMIT, a.key, &a)) {
 		a.card = c;
