@@ -23,6 +23,7 @@ func TestAccountingEdges(t *testing.T) {
 		{"vmm_retain", "a VMM handle retained from its address stays charged after the creator's release and the unmap, until its last release"},
 		{"pending_free", "a pool settled while a stream-ordered free is queued is settled again once the free ran"},
 		{"freeasync_thread", "a stream-ordered free on a per-thread stream stays charged when another thread syncs its own idle stream"},
+		{"freeasync_ctxdestroy", "a free queued in a context destroyed before it ran is settled with the context"},
 		{"ctxreuse", "a destroyed context's records go before its handle can be reused by another thread's new context"},
 	}
 	for _, tc := range tests {

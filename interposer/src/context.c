@@ -88,17 +88,19 @@ GS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx,
 GS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
 	__typeof__(&cuCtxDestroy_v2) real = REAL(cuCtxDestroy_v2);
+	void *owned, *queued;
 	struct gs_alloc a;
-	void *owned;
 	bool have;
 	CUresult r;
 
 	if (!gs_enabled())
 		return real(ctx);
 	owned = gs_track_detach_context(ctx);
+	queued = gs_pending_detach_context(ctx);
 	have = gs_track_take(GS_CONTEXT, (uint64_t)(uintptr_t)ctx, &a);
 	r = real(ctx);
 	gs_track_settle_detached(owned, r == CUDA_SUCCESS);
+	gs_pending_settle_detached(queued);
 	if (have && r == CUDA_SUCCESS)
 		gs_uncharge(a.card, a.bytes);
 	else if (have)
@@ -145,13 +147,16 @@ static CUresult primary_drop_locked(CUdevice dev, CUresult (*real)(CUdevice),
 				    bool reset)
 {
 	bool last = !reset && primary[dev].refs == 1;
-	void *owned = NULL;
+	void *owned = NULL, *queued = NULL;
 	CUresult r;
 
-	if (primary[dev].refs && (reset || last))
+	if (primary[dev].refs && (reset || last)) {
 		owned = gs_track_detach_context(primary[dev].ctx);
+		queued = gs_pending_detach_context(primary[dev].ctx);
+	}
 	r = real(dev);
 	gs_track_settle_detached(owned, r == CUDA_SUCCESS);
+	gs_pending_settle_detached(queued);
 	if (r != CUDA_SUCCESS || reset || !primary[dev].refs)
 		return r;
 	if (last) {

@@ -18,6 +18,7 @@ struct pending {
 	struct pending *next;
 	struct gs_alloc a;
 	CUevent passed;	/* recorded right behind the free */
+	CUcontext ctx;	/* the event's: it must go before its context */
 };
 
 static struct pending *pendings;
@@ -56,8 +57,11 @@ void gs_pending_add(const struct gs_alloc *a, CUstream stream, bool ptsz)
 		ptsz ? gs_real.cuStreamSynchronize_ptsz :
 		       gs_real.cuStreamSynchronize;
 
-	if (p)
+	if (p) {
 		p->passed = mark(stream, ptsz);
+		if (gs_real.cuCtxGetCurrent(&p->ctx) != CUDA_SUCCESS)
+			p->ctx = NULL;
+	}
 	if (!p || !p->passed) {
 		/* Cannot tell when the free happens: wait for it here. */
 		gs_warn("cannot track a stream-ordered free: synchronising its stream");
@@ -110,6 +114,42 @@ void gs_pending_settle(void)
 		gs_real.cuEventDestroy_v2(p->passed);
 		settle(&p->a);
 		free(p);
+	}
+}
+
+void *gs_pending_detach_context(CUcontext ctx)
+{
+	struct pending *gone = NULL, **pp;
+
+	pthread_mutex_lock(&pendings_lock);
+	for (pp = &pendings; *pp;) {
+		struct pending *p = *pp;
+
+		if (p->ctx == ctx) {
+			*pp = p->next;
+			p->next = gone;
+			gone = p;
+		} else {
+			pp = &p->next;
+		}
+	}
+	pthread_mutex_unlock(&pendings_lock);
+	/* Legal even before they complete; after the context, not at all. */
+	for (struct pending *p = gone; p; p = p->next)
+		gs_real.cuEventDestroy_v2(p->passed);
+	return gone;
+}
+
+void gs_pending_settle_detached(void *list)
+{
+	struct pending *p = list;
+
+	while (p) {
+		struct pending *next = p->next;
+
+		settle(&p->a);
+		free(p);
+		p = next;
 	}
 }
 

@@ -158,6 +158,13 @@ void gs_pools_after_fork_child(void);
 /* Stream-ordered frees not yet carried out (pending.c). */
 void gs_pending_add(const struct gs_alloc *a, CUstream stream, bool ptsz);
 void gs_pending_settle(void);
+/*
+ * Before the driver destroys or resets ctx: unlinks the frees queued in it
+ * and drops their events while the context still exists. Destroying the
+ * context waits for its work, so they are settled after it either way.
+ */
+void *gs_pending_detach_context(CUcontext ctx);
+void gs_pending_settle_detached(void *list);
 void gs_pending_before_fork(void);
 void gs_pending_after_fork_parent(void);
 void gs_pending_after_fork_child(void);

@@ -22,6 +22,8 @@
  *                    per-thread stream; another thread, whose own stream
  *                    is idle, synchronises it: the bytes are still in use,
  *                    whichever thread settles the queued free.
+ *  freeasync_ctxdestroy  a free queued in a context that is destroyed
+ *                    before its stream gets there: nothing stays charged.
  *  ctxreuse          one thread creates and destroys contexts while another
  *                    allocates in contexts of its own: a destroyed context's
  *                    handle, reused by the driver for the next one, must not
@@ -419,6 +421,39 @@ static int crossdev(uint64_t bytes)
 	return finish("edge crossdev");
 }
 
+/*
+ * A free queued in a context that is then destroyed: the destruction
+ * waits for the free, and the shim must let go of what it tracked for it
+ * (its event) before the context goes.
+ */
+static int freeasync_ctxdestroy(void)
+{
+	unsigned long long ns = 200000000ULL;
+	void *params[] = { &ns };
+	CUcontext a, c;
+	CUdeviceptr d;
+	CUfunction f;
+	CUmodule mod;
+	size_t f0;
+
+	a = open_primary(0);
+	f0 = mem_free();
+	if (!CHECK(cu.cuCtxCreate_v2(&c, 0, 0)) ||
+	    !CHECK(cu.cuMemAlloc_v2(&d, MIB)) ||
+	    !CHECK(cu.cuModuleLoadData(&mod, ptx)) ||
+	    !CHECK(cu.cuModuleGetFunction(&f, mod, "spin")) ||
+	    !CHECK(cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params,
+				      NULL)) ||
+	    !CHECK(cu.cuMemFreeAsync(d, NULL)))
+		return finish("edge freeasync_ctxdestroy");
+	CHECK(cu.cuCtxDestroy_v2(c));
+	CHECK(cu.cuCtxSetCurrent(a));
+	CHECK(cu.cuCtxSynchronize());	/* settles what is still queued */
+	expect_free(f0, "edge freeasync_ctxdestroy: after the context went");
+	close_primary(0);
+	return finish("edge freeasync_ctxdestroy");
+}
+
 struct other_thread {
 	CUcontext ctx;
 	size_t bytes;
@@ -505,6 +540,8 @@ int cmd_edge(int argc, char **argv)
 		return ctxreuse();
 	if (!strcmp(argv[0], "freeasync_thread"))
 		return freeasync_thread();
+	if (!strcmp(argv[0], "freeasync_ctxdestroy"))
+		return freeasync_ctxdestroy();
 	if (!strcmp(argv[0], "fork_managed"))
 		return fork_managed();
 	dief("edge: unknown case %s", argv[0]);
