@@ -92,10 +92,15 @@ static void load_cuda_once(void)
 	gs_fork_handlers_once();
 }
 
+/*
+ * The CUDA driver comes first even for NVML: the fork handlers must be
+ * registered after the driver's own, whichever library a process uses
+ * first.
+ */
 static void load_nvml_once(void)
 {
+	gs_load_cuda();
 	load_library(gs_config()->real_libnvml, true);
-	gs_fork_handlers_once();
 }
 
 void gs_load_cuda(void)
