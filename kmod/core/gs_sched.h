@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpuslice scheduler core: which vGPU owns a card's compute, slice by slice,
+ * under policies 0-6 (see README.md in this directory).
+ *
+ * Portable C: no allocation, no locks, no clock reads, no headers beyond
+ * gs_compat.h. The caller owns a struct gs_card, serialises every call on
+ * it, and passes the time (nanoseconds, any monotonic origin) in. The same
+ * source is driven by the kernel module (hrtimers), the shim's no-module
+ * mode and the Go tests (pkg/sched, through cgo).
+ */
+#ifndef GS_SCHED_H
+#define GS_SCHED_H
+
+#include "gs_compat.h"
+
+/* Errors: negated, with Linux's errno values so the module can pass them on. */
+#define GS_ENOENT	2	/* no such vGPU */
+#define GS_EBUSY	16	/* card setting changed while vGPUs exist */
+#define GS_EINVAL	22	/* a value out of range */
+#define GS_ENOSPC	28	/* too many vGPUs, or quotas over the card */
+#define GS_EOPNOTSUPP	95	/* high priority under policy 5 */
+
+/* Policies (reference.md section 3). */
+#define GS_POLICY_NATIVE		0
+#define GS_POLICY_FIXED			1
+#define GS_POLICY_AVERAGE		2
+#define GS_POLICY_PREEMPTIVE		3
+#define GS_POLICY_WEIGHTED		4
+#define GS_POLICY_HYBRID		5
+#define GS_POLICY_WEIGHTED_WEAK		6
+#define GS_POLICY_MAX			6
+
+/* Card limits and defaults. */
+#define GS_MAX_INST_MIN		1
+#define GS_MAX_INST_MAX		64
+#define GS_MAX_INST_DEFAULT	20
+#define GS_MAX_VGPUS		GS_MAX_INST_MAX
+#define GS_NS_PER_MS		1000000ULL
+#define GS_SLICE_MIN_NS		(1 * GS_NS_PER_MS)
+#define GS_SLICE_MAX_NS		(100 * GS_NS_PER_MS)
+#define GS_SLICE_DEFAULT_NS	(5 * GS_NS_PER_MS)
+#define GS_RECLAIM_MIN_NS	(1 * GS_NS_PER_MS)
+#define GS_RECLAIM_MAX_NS	(10000 * GS_NS_PER_MS)
+#define GS_RECLAIM_DEFAULT_NS	(100 * GS_NS_PER_MS)
+#define GS_QUOTA_STEP		5
+#define GS_QUOTA_MAX		100
+
+/* Owners that are not a vGPU id. */
+#define GS_OWNER_NONE	(-1)	/* the card is idle: nobody may run */
+#define GS_OWNER_ALL	(-2)	/* policy 0: everybody may run */
+
+/* Unit table entries that are not a vGPU id. */
+#define GS_UNIT_FREE	0xff	/* owned by no vGPU */
+#define GS_UNIT_SHARED	0xfe	/* policy 5: shared by the quota-0 vGPUs */
+
+struct gs_sched_config {
+	u32 max_inst;		/* units per period, GS_MAX_INST_MIN..MAX */
+	u32 policy;		/* GS_POLICY_* */
+	u64 slice_ns;		/* one unit's length, GS_SLICE_MIN_NS..MAX */
+	u64 reclaim_ns;		/* idle after this long without work */
+};
+
+struct gs_vgpu {
+	u8 in_use;
+	u8 quota;		/* percent, multiple of 5 */
+	u8 high;		/* priority: 1 = high */
+	u8 units;		/* units of the table it owns */
+	u8 pending;		/* work waiting (last gs_vgpu_note_work) */
+	u8 worked;		/* gs_vgpu_note_work called at least once */
+	u32 nprocs;		/* processes holding the GPU */
+	u64 last_work_ns;	/* time of the last gs_vgpu_note_work */
+	u64 slices;		/* slices granted (statistics) */
+};
+
+struct gs_card {
+	struct gs_sched_config cfg;
+	u32 nvgpus;
+	u32 nhigh;		/* vGPUs of high priority */
+	u32 quota_sum;
+	u32 units_used;		/* units owned by vGPUs (policies 1, 4-6) */
+	u32 pos;		/* table index of the unit last served */
+	u32 shared_rr;		/* policy 5: quota-0 vGPU served last */
+	u32 high_rr;		/* high-priority vGPU served last */
+	s32 owner;		/* vGPU id, GS_OWNER_NONE or GS_OWNER_ALL */
+	u32 started;		/* the first gs_tick happened */
+	u64 slice_start;
+	u64 slice_end;		/* the owner may run while now < slice_end */
+	u64 handovers;		/* slices begun (statistics) */
+	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
+	u64 missed_slices;	/* slices skipped because gs_tick came late */
+	u8 table[GS_MAX_INST_MAX];	/* owner of each unit of the period */
+	struct gs_vgpu vgpu[GS_MAX_VGPUS];
+};
+
+/* Fills *cfg with the defaults: 20 units of 5 ms, policy 0, 100 ms reclaim. */
+void gs_config_default(struct gs_sched_config *cfg);
+
+/* Resets *c to an empty card with *cfg (validated; NULL: the defaults). */
+int gs_card_init(struct gs_card *c, const struct gs_sched_config *cfg);
+
+/* Changes the card's configuration: -GS_EBUSY while vGPUs exist. */
+int gs_card_configure(struct gs_card *c, const struct gs_sched_config *cfg);
+
+/*
+ * Adds a vGPU with quota (0-100, step 5) and priority (0 low, 1 high).
+ * Returns its id (0..max_inst-1, lowest free) or a negative error.
+ */
+int gs_vgpu_add(struct gs_card *c, u32 quota, u32 high);
+int gs_vgpu_update(struct gs_card *c, int id, u32 quota, u32 high);
+int gs_vgpu_remove(struct gs_card *c, int id);
+
+/* Activity: processes holding the GPU, and work submitted/waiting. */
+int gs_vgpu_set_procs(struct gs_card *c, int id, u32 nprocs);
+int gs_vgpu_note_work(struct gs_card *c, int id, u64 now, bool pending);
+/* Active: nprocs > 0 and (work pending or work within reclaim_ns). */
+bool gs_vgpu_active(const struct gs_card *c, int id, u64 now);
+
+/*
+ * Advances the card to the slice covering now (starting the schedule at
+ * now on the first call) and returns the owner of that slice. A late
+ * caller moves straight to the slice covering now: missed slices are
+ * counted, never granted retroactively.
+ */
+int gs_tick(struct gs_card *c, u64 now);
+
+/* The current slice: its owner, and when it ends. */
+int gs_owner(const struct gs_card *c);
+u64 gs_slice_end(const struct gs_card *c);
+
+/* Who gs_tick would hand the card to at slice_end, given activity at now. */
+int gs_peek_next(const struct gs_card *c, u64 now);
+
+/*
+ * The fast-path check (mirrored by the shim from owner + slice_end): may
+ * vGPU id run at now without calling gs_tick? False past slice_end.
+ */
+bool gs_may_run(const struct gs_card *c, int id, u64 now);
+
+#endif /* GS_SCHED_H */

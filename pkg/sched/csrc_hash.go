@@ -1,0 +1,13 @@
+package sched
+
+// Go's build cache does not notice edits to the C files that sched_c.c
+// includes from kmod/core (golang/go#24355). Their hash lives here, in a Go
+// file of the package, so that updating it rebuilds the package.
+// TestCSourcesHash fails while it is stale; regenerate it with
+//
+//	go generate ./pkg/sched
+//
+//go:generate env GPUSLICE_SCHED_UPDATE_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
+
+// cSourcesHash is the SHA-256 of cSources, concatenated in order.
+const cSourcesHash = "18078f82b89243056d0bd008b5498f7f1a8bec58bfdddee37724b5c8c7653eed"
