@@ -71,3 +71,14 @@ func TestMemInfoBoundedByDevice(t *testing.T) {
 	assert.Equal(t, fmt.Sprint((1024-256-100)*mib), kv["nvml.0.free"], "%s", r)
 	assert.Equal(t, fmt.Sprint((1024-256-100)*mib), kv["nvml2.0.free"], "%s", r)
 }
+
+// A container may have NVML without libcuda (nvidia-smi alone): NVML still
+// shows the vGPU, and the shim does not complain about the missing driver
+// it loads only to order its fork handlers after the driver's.
+func TestNVMLWithoutCUDA(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t, "GPUSLICE_REAL_LIBCUDA", "/nonexistent/libcuda.so.1")
+	r := m.ok("nvmlinfo")
+	assert.Equal(t, 1024*mib, r.num(t, "nvml.0.total"), "%s", r)
+	assert.Empty(t, r.lines("cannot load"), "%s", r)
+}

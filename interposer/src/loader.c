@@ -67,6 +67,8 @@ static dlsym_fn libc_dlsym(void)
 
 /* Set on the thread loading a real library, whose constructors may call us. */
 static __thread bool loading;
+/* Set while NVML's loading pulls libcuda in: a container may have NVML only. */
+static __thread bool for_nvml;
 
 static void load_library(const char *path, bool nvml)
 {
@@ -75,7 +77,8 @@ static void load_library(const char *path, bool nvml)
 	loading = true;
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		gs_err("cannot load the real driver library %s: %s", path,
+		gs_log(for_nvml && !nvml ? GS_LOG_DEBUG : GS_LOG_ERROR,
+		       "cannot load the real driver library %s: %s", path,
 		       dlerror());
 	} else {
 		for (size_t i = 0; i < NENTRIES; i++) {
@@ -99,7 +102,9 @@ static void load_cuda_once(void)
  */
 static void load_nvml_once(void)
 {
+	for_nvml = true;
 	gs_load_cuda();
+	for_nvml = false;
 	load_library(gs_config()->real_libnvml, true);
 }
 
