@@ -2,6 +2,7 @@ package interposer_test
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -343,4 +344,27 @@ func TestStormSolo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The ledger's descriptor sits above the driver's device files, so the
+// kernel, closing a dying process's descriptors in ascending order, drops
+// the slot lock last: survivors never reclaim bytes the card still holds.
+func TestLedgerDescriptorClosesLast(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t)
+	holder := m.start("hold", "1M")
+	holder.await("ready", 30*time.Second)
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", holder.pid()))
+	require.NoError(t, err)
+	found := -1
+	for _, e := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", holder.pid(), e.Name()))
+		// The creator holds it under the temporary name it was made as.
+		if err == nil && strings.HasPrefix(target, m.ledgerPath(0)) {
+			found, _ = strconv.Atoi(e.Name())
+		}
+	}
+	assert.GreaterOrEqual(t, found, 1024, "ledger descriptor number")
+	res := holder.stop(30 * time.Second)
+	require.Equal(t, 0, res.code, "%s", res)
 }

@@ -250,7 +250,7 @@ static int lf_ensure_fd(struct gs_file_ledger *l)
 		close(fd);
 		return -ESTALE;
 	}
-	l->fd = fd;
+	l->fd = gs_lf_high_fd(fd);
 	return 0;
 }
 

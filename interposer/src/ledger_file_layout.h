@@ -143,6 +143,14 @@ struct gs_file_ledger {
 /* The file ledger's ops (ledger_file.c), set by gs_file_ledger_open(). */
 extern const struct gs_ledger_ops gs_lf_ops;
 
+/*
+ * Moves fd to a high number (keeping O_CLOEXEC) and returns it, or fd as it
+ * was. At exit the kernel closes descriptors in ascending order: the
+ * ledger's, and with it the slot lock, goes after the driver's device
+ * files, so survivors do not reclaim bytes the card still holds.
+ */
+int gs_lf_high_fd(int fd);
+
 static inline uint64_t gs_lf_clock_ns(clockid_t clk)
 {
 	struct timespec ts;

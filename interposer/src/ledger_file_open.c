@@ -114,6 +114,12 @@ static int lf_create(const char *path, uint64_t cap_bytes)
 	if (fd < 0)
 		return fd;
 	err = lf_init_file(fd, cap_bytes);
+	/*
+	 * Every process of the container shares it, whatever its user: the
+	 * agent, as root, may create it for processes that are not.
+	 */
+	if (!err && fchmod(fd, 0666))
+		err = -errno;
 	if (!err && link(tmp, path))
 		err = -errno;
 	unlink(tmp);
@@ -124,6 +130,16 @@ static int lf_create(const char *path, uint64_t cap_bytes)
 	return fd;
 }
 
+int gs_lf_high_fd(int fd)
+{
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 1024);
+
+	if (high < 0)
+		return fd;	/* a low RLIMIT_NOFILE: keep it where it is */
+	close(fd);
+	return high;
+}
+
 static int lf_open_or_create(const char *path, uint64_t cap_bytes,
 			     unsigned int flags)
 {
@@ -132,12 +148,12 @@ static int lf_open_or_create(const char *path, uint64_t cap_bytes,
 	for (try = 0; try < 8; try++) {
 		fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd >= 0)
-			return fd;
+			return gs_lf_high_fd(fd);
 		if (errno != ENOENT || (flags & GS_LF_NOCREATE))
 			return -errno;
 		fd = lf_create(path, cap_bytes);
 		if (fd != -EEXIST)
-			return fd;
+			return fd < 0 ? fd : gs_lf_high_fd(fd);
 		/* lost the race: open the winner's (unless already gone) */
 	}
 	return -EAGAIN;

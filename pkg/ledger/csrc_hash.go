@@ -10,4 +10,4 @@ package ledger
 //go:generate env GPUSLICE_LEDGER_UPDATE_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
 
 // cSourcesHash is the SHA-256 of cSources, concatenated in order.
-const cSourcesHash = "4ae1051f4ae54eaa9b62041e59cd8a07c9747428734703f7bddca9a31ad7194f"
+const cSourcesHash = "75f37f8397bc1433b365dc2eba898bcb1f328e6ef8d8aa7a94c4dc04bf553a53"

@@ -600,3 +600,12 @@ func TestSlotsRunOut(t *testing.T) {
 	require.NoError(t, extra.charge(1))
 	assert.Equal(t, uint64(MaxProcs), usage(t, l))
 }
+
+// The file is shared by every process of the container whatever its user:
+// a ledger the agent creates as root is writable by the others.
+func TestFileWritableByAllUsers(t *testing.T) {
+	path, _ := newLedger(t, 1<<20)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o666), fi.Mode().Perm())
+}
