@@ -7,7 +7,8 @@ package ledger
 //
 //	go generate ./pkg/ledger
 //
-//go:generate env GPUSLICE_LEDGER_UPDATE_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
+//go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
 
-// cSourcesHash is the SHA-256 of cSources, concatenated in order.
+// cSourcesHash is the SHA-256 of the C sources, concatenated in order
+// (see TestCSourcesHash and testenv.CheckCSourcesHash).
 const cSourcesHash = "75f37f8397bc1433b365dc2eba898bcb1f328e6ef8d8aa7a94c4dc04bf553a53"

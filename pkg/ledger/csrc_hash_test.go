@@ -1,41 +1,18 @@
 package ledger
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"os"
-	"path/filepath"
-	"regexp"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-// cSources are the files ledger_c.c compiles in from outside the package.
-var cSources = []string{
-	"ledger.h",
-	"ledger_file_layout.h",
-	"ledger_file.c",
-	"ledger_file_open.c",
-}
-
+// TestCSourcesHash fails while this package may hold a stale build of the
+// C ledger sources that ledger_c.c compiles in from interposer/src.
 func TestCSourcesHash(t *testing.T) {
-	h := sha256.New()
-	for _, name := range cSources {
-		b, err := os.ReadFile(filepath.Join("..", "..", "interposer", "src", name))
-		require.NoError(t, err)
-		h.Write(b)
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if os.Getenv("GPUSLICE_LEDGER_UPDATE_HASH") != "" {
-		src, err := os.ReadFile("csrc_hash.go")
-		require.NoError(t, err)
-		re := regexp.MustCompile(`const cSourcesHash = "[0-9a-f]*"`)
-		require.True(t, re.Match(src))
-		src = re.ReplaceAll(src, []byte(`const cSourcesHash = "`+sum+`"`))
-		require.NoError(t, os.WriteFile("csrc_hash.go", src, 0o644))
-		return
-	}
-	require.Equal(t, sum, cSourcesHash,
-		"the C ledger sources changed but this package may still hold a stale build of them: run `go generate ./pkg/ledger`")
+	testenv.CheckCSourcesHash(t, "interposer/src", []string{
+		"ledger.h",
+		"ledger_file_layout.h",
+		"ledger_file.c",
+		"ledger_file_open.c",
+	}, cSourcesHash)
 }

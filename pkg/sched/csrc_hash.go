@@ -7,7 +7,8 @@ package sched
 //
 //	go generate ./pkg/sched
 //
-//go:generate env GPUSLICE_SCHED_UPDATE_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
+//go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
 
-// cSourcesHash is the SHA-256 of cSources, concatenated in order.
+// cSourcesHash is the SHA-256 of the C sources, concatenated in order
+// (see TestCSourcesHash and testenv.CheckCSourcesHash).
 const cSourcesHash = "18078f82b89243056d0bd008b5498f7f1a8bec58bfdddee37724b5c8c7653eed"
