@@ -97,6 +97,15 @@ static void drop_handles(struct sim_ctx *c)
 	}
 }
 
+/* A context comes (back) to life: default limits, a new epoch (its old
+ * per-thread streams are gone). The caller charged its footprint. */
+static void activate(struct sim_ctx *c)
+{
+	sim_limits_reset(c);
+	c->alive = 1;
+	c->epoch++;
+}
+
 /*
  * Ends a live context. Work already queued is not waited for here (the
  * callers synchronise first); streams are closed and finish on their own.
@@ -141,9 +150,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 		return sim_leave_rc(rc);
 	}
 	c->dev = dev;
-	sim_limits_reset(c);
-	c->alive = 1;
-	c->epoch++;
+	activate(c);
 	push(c);
 	*pctx = (CUcontext)c;
 	return sim_leave_rc(CUDA_SUCCESS);
@@ -308,9 +315,7 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 		rc = sim_charge(dev, simst_ctx_bytes());
 		if (rc != CUDA_SUCCESS)
 			return sim_leave_rc(rc);
-		sim_limits_reset(c);
-		c->alive = 1;
-		c->epoch++;
+		activate(c);
 	}
 	c->refs++;
 	*pctx = (CUcontext)c;
@@ -353,13 +358,10 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 		teardown(c);
 	/*
 	 * A reset does not release the context: whoever retained it still
-	 * holds a usable, fresh one (with a new epoch: its old per-thread
-	 * streams are gone).
+	 * holds a usable, fresh one.
 	 */
 	if (c->refs && sim_charge(dev, simst_ctx_bytes()) == CUDA_SUCCESS) {
-		sim_limits_reset(c);
-		c->alive = 1;
-		c->epoch++;
+		activate(c);
 	}
 	return sim_leave_rc(CUDA_SUCCESS);
 }
