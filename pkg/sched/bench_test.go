@@ -33,6 +33,18 @@ func benchCard(b *testing.B, n int, oneActive bool) *Card {
 // BenchmarkHandover measures one slice handover (gs_tick at a slice
 // boundary) in a C loop, as the module's hrtimer pays it; "cgo" adds the
 // cgo call per tick.
+// perCall times loop, which makes per calls in C, and reports the time of
+// one call: the cgo crossing is paid once per loop, not per call.
+func perCall(b *testing.B, per uint64, unit string, loop func(per uint64)) {
+	var total time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		loop(per)
+		total += time.Since(t0)
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/float64(per), unit)
+}
+
 func BenchmarkHandover(b *testing.B) {
 	for _, n := range []int{2, 20, 64} {
 		for _, one := range []bool{false, true} {
@@ -42,15 +54,10 @@ func BenchmarkHandover(b *testing.B) {
 			}
 			b.Run(name+"/c", func(b *testing.B) {
 				c := benchCard(b, n, one)
-				const per = 100_000
 				now := uint64(0)
-				var total time.Duration
-				for b.Loop() {
-					t0 := time.Now()
+				perCall(b, 100_000, "ns/handover", func(per uint64) {
 					now = c.benchHandover(now, per)
-					total += time.Since(t0)
-				}
-				b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/per, "ns/handover")
+				})
 			})
 			b.Run(name+"/cgo", func(b *testing.B) {
 				c := benchCard(b, n, one)
@@ -71,25 +78,15 @@ func BenchmarkDecision(b *testing.B) {
 	for _, n := range []int{2, 20, 64} {
 		b.Run(fmt.Sprintf("vgpus=%d/peek", n), func(b *testing.B) {
 			c := benchCard(b, n, true)
-			const per = 100_000
-			var total time.Duration
-			for b.Loop() {
-				t0 := time.Now()
+			perCall(b, 100_000, "ns/decision", func(per uint64) {
 				c.benchPeek(1, per)
-				total += time.Since(t0)
-			}
-			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/per, "ns/decision")
+			})
 		})
 		b.Run(fmt.Sprintf("vgpus=%d/mayrun", n), func(b *testing.B) {
 			c := benchCard(b, n, false)
-			const per = 1_000_000
-			var total time.Duration
-			for b.Loop() {
-				t0 := time.Now()
+			perCall(b, 1_000_000, "ns/check", func(per uint64) {
 				c.benchMayRun(1, per)
-				total += time.Since(t0)
-			}
-			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/per, "ns/check")
+			})
 		})
 	}
 }
