@@ -42,6 +42,7 @@ lint: $(STATICCHECK)
 	if [ -n "$$files" ]; then echo "gofmt needed: $$files"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	./kmod/checkpatch.sh
 
 ## bench: the shim's overhead against the bare simulated driver.
 bench: c

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: Apache-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0 */
 /*
  * The scheduler core's only dependency: fixed-width types. In the kernel
  * they come from <linux/types.h>; in user space from <stdint.h> and

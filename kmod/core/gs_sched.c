@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: Apache-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0
 /*
  * gpuslice scheduler core: policies 0-6 over a unit table (README.md).
  *

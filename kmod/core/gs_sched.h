@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: Apache-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0 */
 /*
  * gpuslice scheduler core: which vGPU owns a card's compute, slice by slice,
  * under policies 0-6 (see README.md in this directory).

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "18078f82b89243056d0bd008b5498f7f1a8bec58bfdddee37724b5c8c7653eed"
+const cSourcesHash = "63995e6335c3d79d8636149d365c9062cf918f098d401c3f9ceaacd45b7078a2"

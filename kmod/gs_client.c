@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0
+/*
+ * Client calls: a file attaches to its cgroup's vGPU on a card, charges and
+ * uncharges memory against the vGPU's cap, and acquires compute slices.
+ * Closing the file (exit and kill -9 included) undoes all of it.
+ */
+#include <linux/cgroup.h>
+#include <linux/jiffies.h>
+#include <linux/ktime.h>
+#include <linux/rcupdate.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "gs_kmod.h"
+
+struct gs_client *gs_client_new(void)
+{
+	struct gs_client *cl = kzalloc(sizeof(*cl), GFP_KERNEL);
+
+	if (!cl)
+		return NULL;
+	cl->pid = task_tgid_nr(current);
+	mutex_lock(&gs_mutex);
+	list_add_tail(&cl->node, &gs_clients);
+	mutex_unlock(&gs_mutex);
+	return cl;
+}
+
+/* Undoes one attachment: charges, process count, pending work. */
+static void gs_detach(struct gs_attach *att)
+{
+	struct gs_kvgpu *kv = att->kv;
+	struct gs_kcard *card = kv->card;
+
+	atomic64_sub(atomic64_xchg(&att->charged, 0), &kv->mem_used);
+	spin_lock_irq(&card->lock);
+	kv->nprocs--;
+	if (att->pending)
+		kv->npending--;
+	gs_card_activity(card, kv, ktime_get_ns());
+	spin_unlock_irq(&card->lock);
+	gs_kvgpu_put(kv);
+}
+
+void gs_client_free(struct gs_client *cl)
+{
+	int i;
+
+	mutex_lock(&gs_mutex);
+	list_del(&cl->node);
+	mutex_unlock(&gs_mutex);
+	for (i = 0; i < GPUSLICE_MAX_CARDS; i++)
+		if (cl->att[i].kv)
+			gs_detach(&cl->att[i]);
+	kfree(cl);
+}
+
+/* The vGPU of current's cgroup or its nearest ancestor with one (gs_mutex). */
+static struct gs_kvgpu *gs_find_vgpu(struct gs_kcard *card)
+{
+	struct gs_kvgpu *found = NULL;
+	struct cgroup *cgrp;
+	u64 id;
+	int i;
+
+	rcu_read_lock();
+	for (cgrp = task_dfl_cgroup(current); cgrp && !found;
+	     cgrp = cgroup_parent(cgrp)) {
+		id = cgroup_id(cgrp);
+		for (i = 0; i < GPUSLICE_MAX_VGPUS && !found; i++)
+			if (card->vgpu[i] && card->vgpu[i]->cgroup_id == id)
+				found = card->vgpu[i];
+	}
+	rcu_read_unlock();
+	return found;
+}
+
+static void gs_attach_reply(const struct gs_kvgpu *kv,
+			    struct gpuslice_attach *arg)
+{
+	arg->id = kv->id;
+	arg->mem_cap = READ_ONCE(kv->mem_cap);
+	arg->quota = kv->quota;
+	arg->priority = kv->priority;
+	arg->mode = kv->mode;
+	arg->policy = kv->card->core.cfg.policy;
+}
+
+int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg)
+{
+	struct gs_attach *att;
+	struct gs_kcard *card;
+	struct gs_kvgpu *kv;
+	int err = 0;
+
+	mutex_lock(&gs_mutex);
+	card = gs_card_lookup(arg->card, &err);
+	if (!card)
+		goto out;
+	att = &cl->att[arg->card];
+	kv = att->kv;
+	if (kv && READ_ONCE(kv->dead)) {
+		/* Other threads may still use the record: keep it, say so. */
+		err = -ENODEV;
+		goto out;
+	}
+	if (!kv) {
+		kv = gs_find_vgpu(card);
+		if (!kv) {
+			err = -ENOENT;
+			goto out;
+		}
+		kref_get(&kv->ref);
+		spin_lock_irq(&card->lock);
+		kv->nprocs++;
+		gs_card_activity(card, kv, ktime_get_ns());
+		spin_unlock_irq(&card->lock);
+		/* Publish the attachment to lock-free callers (gs_attached). */
+		smp_store_release(&att->kv, kv);
+	}
+	gs_attach_reply(kv, arg);
+out:
+	mutex_unlock(&gs_mutex);
+	return err;
+}
+
+/* The attachment of cl to a card, or NULL with *err. */
+static struct gs_attach *gs_attached(struct gs_client *cl, u32 index, int *err)
+{
+	struct gs_attach *att;
+
+	if (index >= GPUSLICE_MAX_CARDS) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	att = &cl->att[index];
+	/* Pairs with gs_attach()'s release: kv and its counts are set. */
+	if (!smp_load_acquire(&att->kv)) {
+		*err = -ENOTCONN;
+		return NULL;
+	}
+	return att;
+}
+
+static void gs_charge_reply(const struct gs_kvgpu *kv,
+			    struct gpuslice_charge *arg)
+{
+	arg->mem_used = atomic64_read(&kv->mem_used);
+	arg->mem_cap = READ_ONCE(kv->mem_cap);
+}
+
+int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg)
+{
+	struct gs_attach *att;
+	struct gs_kvgpu *kv;
+	s64 old, cap;
+	int err;
+
+	if (arg->pad)
+		return -EINVAL;
+	att = gs_attached(cl, arg->card, &err);
+	if (!att)
+		return err;
+	kv = att->kv;
+	if (READ_ONCE(kv->dead))
+		return -ENODEV;
+	cap = READ_ONCE(kv->mem_cap);
+	old = atomic64_read(&kv->mem_used);
+	do {
+		if (arg->bytes > cap || old > cap - (s64)arg->bytes) {
+			gs_charge_reply(kv, arg);
+			return -ENOMEM;
+		}
+	} while (!atomic64_try_cmpxchg(&kv->mem_used, &old,
+				       old + (s64)arg->bytes));
+	atomic64_add(arg->bytes, &att->charged);
+	gs_charge_reply(kv, arg);
+	return 0;
+}
+
+int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg)
+{
+	struct gs_attach *att;
+	s64 old, take;
+	int err;
+
+	if (arg->pad)
+		return -EINVAL;
+	att = gs_attached(cl, arg->card, &err);
+	if (!att)
+		return err;
+	/* Only what this file charged: no process can free another's bytes. */
+	old = atomic64_read(&att->charged);
+	do {
+		take = min_t(u64, arg->bytes, old);
+	} while (!atomic64_try_cmpxchg(&att->charged, &old, old - take));
+	atomic64_sub(take, &att->kv->mem_used);
+	gs_charge_reply(att->kv, arg);
+	return 0;
+}
+
+int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg)
+{
+	struct gs_attach *att;
+	int err;
+
+	if (arg->pad)
+		return -EINVAL;
+	att = gs_attached(cl, arg->card, &err);
+	if (!att)
+		return err;
+	if (READ_ONCE(att->kv->dead))
+		return -ENODEV;
+	gs_charge_reply(att->kv, arg);
+	return 0;
+}
+
+/* Marks this file's work pending or drained; card->lock held. */
+static void gs_set_pending(struct gs_attach *att, bool pending, u64 now)
+{
+	struct gs_kvgpu *kv = att->kv;
+
+	if (att->pending != pending) {
+		att->pending = pending;
+		if (pending)
+			kv->npending++;
+		else
+			kv->npending--;
+	}
+	gs_card_activity(kv->card, kv, now);
+}
+
+/*
+ * The wait condition of ACQUIRE: true when the vGPU may run now (slice end
+ * in *end) or was destroyed (*err = -ENODEV). Advances the card itself, so
+ * a waiter never depends on the timer firing on time.
+ */
+static bool gs_may_run_now(struct gs_kvgpu *kv, u64 *end, int *err)
+{
+	struct gs_kcard *card = kv->card;
+	unsigned long flags;
+	bool ok = true;
+	u64 now;
+
+	spin_lock_irqsave(&card->lock, flags);
+	now = ktime_get_ns();
+	if (kv->dead) {
+		*err = -ENODEV;
+	} else if (!gs_card_gated(card)) {
+		*end = U64_MAX;
+	} else {
+		gs_card_advance(card, now);
+		ok = gs_may_run(&card->core, kv->id, now);
+		*end = gs_slice_end(&card->core);
+	}
+	spin_unlock_irqrestore(&card->lock, flags);
+	return ok;
+}
+
+static long gs_acquire_wait(struct gs_attach *att, u64 timeout_ns, u64 *end,
+			    int *err)
+{
+	struct gs_kvgpu *kv = att->kv;
+	unsigned long jiffies_left;
+	long left;
+
+	if (!timeout_ns)
+		return wait_event_interruptible(kv->card->wq,
+						gs_may_run_now(kv, end, err));
+	jiffies_left = max_t(unsigned long, nsecs_to_jiffies(timeout_ns), 1);
+	left = wait_event_interruptible_timeout(kv->card->wq,
+						gs_may_run_now(kv, end, err),
+						jiffies_left);
+	if (left > 0)
+		return 0;
+	return left ? left : -ETIMEDOUT;
+}
+
+int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
+{
+	struct gs_attach *att;
+	struct gs_kcard *card;
+	struct gs_kvgpu *kv;
+	u64 start, end = 0;
+	int err = 0;
+	long ret = 0;
+
+	if (arg->pad || arg->flags & ~GPUSLICE_ACQUIRE_NONBLOCK)
+		return -EINVAL;
+	att = gs_attached(cl, arg->card, &err);
+	if (!att)
+		return err;
+	kv = att->kv;
+	card = kv->card;
+	start = ktime_get_ns();
+	spin_lock_irq(&card->lock);
+	if (!kv->dead) {
+		kv->acquires++;
+		gs_set_pending(att, true, start);
+	}
+	spin_unlock_irq(&card->lock);
+
+	if (!gs_may_run_now(kv, &end, &err) && !err) {
+		if (arg->flags & GPUSLICE_ACQUIRE_NONBLOCK)
+			ret = -EAGAIN;
+		else
+			ret = gs_acquire_wait(att, arg->timeout_ns, &end, &err);
+		spin_lock_irq(&card->lock);
+		kv->wait_ns += ktime_get_ns() - start;
+		spin_unlock_irq(&card->lock);
+	}
+	if (err)
+		return err;
+	if (ret)
+		return ret == -ERESTARTSYS ? -EINTR : ret;
+	arg->slice_end_ns = end;
+	arg->owner = end == U64_MAX ? GPUSLICE_OWNER_ALL : kv->id;
+	return 0;
+}
+
+int gs_release(struct gs_client *cl, const struct gpuslice_release *arg)
+{
+	struct gs_attach *att;
+	struct gs_kcard *card;
+	int err;
+
+	if (arg->flags & ~GPUSLICE_RELEASE_IDLE)
+		return -EINVAL;
+	att = gs_attached(cl, arg->card, &err);
+	if (!att)
+		return err;
+	card = att->kv->card;
+	spin_lock_irq(&card->lock);
+	att->kv->busy_ns += arg->busy_ns;
+	if (arg->flags & GPUSLICE_RELEASE_IDLE)
+		gs_set_pending(att, false, ktime_get_ns());
+	spin_unlock_irq(&card->lock);
+	return 0;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0 */
+/*
+ * The few kernel interfaces that changed between 5.10 and today, in one
+ * place: the module is built out of tree against whatever kernel a node
+ * runs.
+ */
+#ifndef GS_KCOMPAT_H
+#define GS_KCOMPAT_H
+
+#include <linux/hrtimer.h>
+#include <linux/mm.h>
+#include <linux/version.h>
+
+/* hrtimer_setup() replaced hrtimer_init() + .function in 6.13. */
+static inline void gs_hrtimer_setup(struct hrtimer *timer,
+				    enum hrtimer_restart (*fn)(struct hrtimer *),
+				    clockid_t clock, enum hrtimer_mode mode)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	hrtimer_setup(timer, fn, clock, mode);
+#else
+	hrtimer_init(timer, clock, mode);
+	timer->function = fn;
+#endif
+}
+
+/* vm_flags became read-only behind vm_flags_mod() in 6.3. */
+static inline void gs_vm_flags_mod(struct vm_area_struct *vma,
+				   unsigned long set, unsigned long clear)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+	vm_flags_mod(vma, set, clear);
+#else
+	vma->vm_flags = (vma->vm_flags | set) & ~clear;
+#endif
+}
+
+#endif /* GS_KCOMPAT_H */

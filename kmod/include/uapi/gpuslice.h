@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: (GPL-2.0-only WITH Linux-syscall-note) OR Apache-2.0 */
+/*
+ * gpuslice.ko user-space ABI: the ioctls of /dev/gpuslice and the layout of
+ * the read-only schedule page each card exposes through mmap.
+ *
+ * Every struct has a fixed size, 64-bit fields on 8-byte boundaries and
+ * explicit padding; padding and reserved fields must be zero on input
+ * (-EINVAL otherwise) so that they can carry meaning in later versions.
+ * GPUSLICE_IOC_VERSION tells which version of this file the module speaks.
+ * See kmod/README.md for the semantics of each call.
+ */
+#ifndef _UAPI_LINUX_GPUSLICE_H
+#define _UAPI_LINUX_GPUSLICE_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define GPUSLICE_ABI_VERSION	1
+#define GPUSLICE_DEVICE		"/dev/gpuslice"
+
+#define GPUSLICE_MAX_CARDS	32	/* card indices 0..31 */
+#define GPUSLICE_MAX_VGPUS	64	/* per card; max_inst bounds it further */
+
+/* Card scheduling policies (reference.md section 3). */
+#define GPUSLICE_POLICY_NATIVE		0
+#define GPUSLICE_POLICY_FIXED		1
+#define GPUSLICE_POLICY_AVERAGE		2
+#define GPUSLICE_POLICY_PREEMPTIVE	3
+#define GPUSLICE_POLICY_WEIGHTED	4
+#define GPUSLICE_POLICY_HYBRID		5
+#define GPUSLICE_POLICY_WEIGHTED_WEAK	6
+
+/* Isolation mode of a vGPU; a card runs vGPUs of one mode at a time. */
+#define GPUSLICE_MODE_NONE	0	/* card: no vGPU yet */
+#define GPUSLICE_MODE_MEMORY	1	/* memory cap only, compute shared */
+#define GPUSLICE_MODE_COMPUTE	2	/* memory cap and compute quota */
+
+/* Owners in the schedule page and acquire's answer that are not a vGPU. */
+#define GPUSLICE_OWNER_NONE	(-1)	/* idle slice: nobody may run */
+#define GPUSLICE_OWNER_ALL	(-2)	/* no gating: everybody may run */
+
+struct gpuslice_version {
+	__u32 abi_version;	/* out: GPUSLICE_ABI_VERSION */
+	__u32 max_cards;	/* out: GPUSLICE_MAX_CARDS */
+	__u32 max_vgpus;	/* out: GPUSLICE_MAX_VGPUS */
+	__u32 page_size;	/* out: length to mmap per card */
+	__u64 reserved[2];	/* out: zero */
+};
+
+struct gpuslice_card {
+	__u32 card;		/* in: index */
+	__u32 policy;		/* GPUSLICE_POLICY_* */
+	__u32 max_inst;		/* compute units per period, 1..64 */
+	__u32 mode;		/* out: GPUSLICE_MODE_* of the card's vGPUs */
+	__u64 slice_ns;		/* one unit, 1 ms..100 ms; 0: default 5 ms */
+	__u64 reclaim_ns;	/* idle after, 1 ms..10 s; 0: default 100 ms */
+	__u32 nvgpus;		/* out: vGPUs on the card */
+	__u32 pad;
+};
+
+struct gpuslice_vgpu {
+	__u32 card;		/* in */
+	__u32 id;		/* out of CREATE; in otherwise */
+	__u64 cgroup_id;	/* cgroup v2 id its processes live under */
+	__u64 mem_cap;		/* bytes, at least 1 */
+	__u32 quota;		/* percent, 0..100, multiple of 5 */
+	__u32 priority;		/* 0 low, 1 high */
+	__u32 mode;		/* GPUSLICE_MODE_MEMORY or _COMPUTE */
+	__u32 pad;
+};
+
+/* Statistics of one vGPU (GPUSLICE_IOC_VGPU_STATS); all out but card/id. */
+struct gpuslice_vgpu_stats {
+	__u32 card;		/* in */
+	__u32 id;		/* in */
+	struct gpuslice_vgpu spec;
+	__u64 mem_used;		/* bytes charged now */
+	__u64 busy_ns;		/* GPU busy time reported by its processes */
+	__u64 wait_ns;		/* time its processes spent blocked in acquire */
+	__u64 slices;		/* slices granted by the scheduler */
+	__u64 acquires;		/* acquire calls */
+	__u32 nprocs;		/* processes attached */
+	__u32 pad;
+};
+
+struct gpuslice_attach {
+	__u32 card;		/* in */
+	__u32 id;		/* out: the caller's vGPU on that card */
+	__u64 mem_cap;		/* out */
+	__u32 quota;		/* out */
+	__u32 priority;		/* out */
+	__u32 mode;		/* out */
+	__u32 policy;		/* out: the card's */
+};
+
+struct gpuslice_charge {
+	__u32 card;		/* in */
+	__u32 pad;
+	__u64 bytes;		/* in (ignored by MEMINFO) */
+	__u64 mem_used;		/* out: the vGPU's usage after the call */
+	__u64 mem_cap;		/* out */
+};
+
+#define GPUSLICE_ACQUIRE_NONBLOCK	(1U << 0)	/* -EAGAIN, not sleep */
+
+struct gpuslice_acquire {
+	__u32 card;		/* in */
+	__u32 flags;		/* in: GPUSLICE_ACQUIRE_* */
+	__u64 timeout_ns;	/* in: 0 waits without limit, else -ETIMEDOUT */
+	__u64 slice_end_ns;	/* out: CLOCK_MONOTONIC; ~0 when ungated */
+	__s32 owner;		/* out: the vGPU id, or GPUSLICE_OWNER_ALL */
+	__u32 pad;
+};
+
+#define GPUSLICE_RELEASE_IDLE		(1U << 0)	/* no more work queued */
+
+struct gpuslice_release {
+	__u32 card;		/* in */
+	__u32 flags;		/* in: GPUSLICE_RELEASE_* */
+	__u64 busy_ns;		/* in: GPU time used since the last report */
+};
+
+/*
+ * The schedule page of a card: mmap(NULL, page_size, PROT_READ, MAP_SHARED,
+ * fd, card * page_size). The module writes it under a sequence count:
+ * seq is odd while an update is in progress; readers retry until they see
+ * the same even value before and after reading the fields.
+ */
+struct gpuslice_sched_page {
+	__u32 seq;
+	__u32 abi_version;
+	__s32 owner;		/* vGPU id, GPUSLICE_OWNER_NONE or _ALL */
+	__u32 policy;
+	__u64 slice_start_ns;	/* CLOCK_MONOTONIC */
+	__u64 slice_end_ns;	/* the owner may run while now < slice_end */
+	__u64 slice_ns;
+	__u32 max_inst;
+	__u32 mode;
+	__u64 handovers;
+};
+
+#define GPUSLICE_IOC_MAGIC	0xB6
+
+/* Anyone. */
+#define GPUSLICE_IOC_VERSION	_IOR(GPUSLICE_IOC_MAGIC, 0x00, struct gpuslice_version)
+#define GPUSLICE_IOC_CARD_GET	_IOWR(GPUSLICE_IOC_MAGIC, 0x01, struct gpuslice_card)
+#define GPUSLICE_IOC_VGPU_STATS	_IOWR(GPUSLICE_IOC_MAGIC, 0x02, struct gpuslice_vgpu_stats)
+
+/* CAP_SYS_ADMIN only (-EPERM). */
+#define GPUSLICE_IOC_CARD_SET	_IOW(GPUSLICE_IOC_MAGIC, 0x10, struct gpuslice_card)
+#define GPUSLICE_IOC_VGPU_CREATE _IOWR(GPUSLICE_IOC_MAGIC, 0x11, struct gpuslice_vgpu)
+#define GPUSLICE_IOC_VGPU_UPDATE _IOW(GPUSLICE_IOC_MAGIC, 0x12, struct gpuslice_vgpu)
+#define GPUSLICE_IOC_VGPU_DESTROY _IOW(GPUSLICE_IOC_MAGIC, 0x13, struct gpuslice_vgpu)
+
+/* Clients: the vGPU is the one bound to the caller's cgroup (or an ancestor). */
+#define GPUSLICE_IOC_ATTACH	_IOWR(GPUSLICE_IOC_MAGIC, 0x20, struct gpuslice_attach)
+#define GPUSLICE_IOC_CHARGE	_IOWR(GPUSLICE_IOC_MAGIC, 0x21, struct gpuslice_charge)
+#define GPUSLICE_IOC_UNCHARGE	_IOWR(GPUSLICE_IOC_MAGIC, 0x22, struct gpuslice_charge)
+#define GPUSLICE_IOC_MEMINFO	_IOWR(GPUSLICE_IOC_MAGIC, 0x23, struct gpuslice_charge)
+#define GPUSLICE_IOC_ACQUIRE	_IOWR(GPUSLICE_IOC_MAGIC, 0x24, struct gpuslice_acquire)
+#define GPUSLICE_IOC_RELEASE	_IOW(GPUSLICE_IOC_MAGIC, 0x25, struct gpuslice_release)
+
+#endif /* _UAPI_LINUX_GPUSLICE_H */
