@@ -36,6 +36,7 @@ func TestInvalidConfigFailsClosed(t *testing.T) {
 		{"idx and mem counts differ", []string{"GPU_IDX", "0,1", "GPU_CONTAINER_MEM", "1024"}, "GPU_IDX", false},
 		{"context not a number", []string{"GPUSLICE_CONTEXT_MIB", "some"}, "GPUSLICE_CONTEXT_MIB", true},
 		{"context too large", []string{"GPUSLICE_CONTEXT_MIB", "70000"}, "GPUSLICE_CONTEXT_MIB", true},
+		{"enforce unknown", []string{"GPUSLICE_ENFORCE", "kernel"}, "GPUSLICE_ENFORCE", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,6 +63,19 @@ func TestInvalidConfigFailsClosed(t *testing.T) {
 			assert.Equal(t, 0, m.unshimmed().run("alloc", "1M").code)
 		})
 	}
+}
+
+// GPUSLICE_ENFORCE=module where the kernel module cannot be used (not
+// loaded here, or this process's cgroup has no vGPU) refuses every device
+// allocation, saying so, rather than falling back to the cooperative file
+// ledger. The module's side is tested in the qemu guest (kmod/guest).
+func TestEnforceModuleWithoutModuleFailsClosed(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t, "GPUSLICE_ENFORCE", "module")
+	r := m.run("alloc", "1M")
+	require.Equal(t, 2, r.code, "the context must be refused: %s", r)
+	assert.NotEmpty(t, r.lines("gpuslice[", "/dev/gpuslice"), "%s", r)
+	m.with("GPUSLICE_ENFORCE", "file").ok("alloc", "1M")
 }
 
 // A ledger directory that cannot be used refuses everything, saying why.

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "gpuslice.h"
 #include "shim.h"
 
 static struct gs_card cards[GS_MAX_CARDS];
@@ -86,28 +88,77 @@ struct gs_card *gs_current_card(CUcontext *ctx)
 	return gs_card_for_device(dev);
 }
 
+/* The kernel module's ledger where the module is (or must be) used. */
+static bool use_module(void)
+{
+	switch (gs_config()->enforce) {
+	case GS_ENFORCE_MODULE:
+		return true;
+	case GS_ENFORCE_FILE:
+		return false;
+	default:
+		return access(GPUSLICE_DEVICE, F_OK) == 0;
+	}
+}
+
+static int open_module_ledger(struct gs_card *c, struct gs_ledger **l)
+{
+	uint64_t cap;
+	int err = gs_kmod_ledger_open(GPUSLICE_DEVICE, c->index, &cap, l);
+
+	if (err == -ENOENT) {
+		gs_err("this process's cgroup has no vGPU on card %d in the kernel module (" GPUSLICE_DEVICE "); device allocations on card %d are refused",
+		       c->index, c->index);
+		return err;
+	}
+	if (err) {
+		gs_err("cannot attach to card %d through " GPUSLICE_DEVICE ": %s; device allocations on card %d are refused (GPUSLICE_ENFORCE=file selects the no-module ledger)",
+		       c->index, strerror(-err), c->index);
+		return err;
+	}
+	/* The kernel's record wins over the environment. */
+	if (cap != c->cap)
+		gs_info("card %d: the kernel module's cap of %llu MiB applies, not GPU_CONTAINER_MEM's %llu MiB",
+			c->index, (unsigned long long)(cap / GS_MIB),
+			(unsigned long long)(c->cap / GS_MIB));
+	c->cap = cap;
+	gs_info("card %d: cap %llu MiB, ledger " GPUSLICE_DEVICE, c->index,
+		(unsigned long long)(cap / GS_MIB));
+	return 0;
+}
+
+static int open_file_ledger(struct gs_card *c, struct gs_ledger **l)
+{
+	char path[512];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/card%d.ledger",
+		 gs_config()->ledger_dir, c->index);
+	err = gs_file_ledger_open(path, c->cap, 0, l);
+	if (err)
+		gs_err("cannot open the memory ledger %s: %s; device allocations on card %d are refused (check GPUSLICE_LEDGER_DIR)",
+		       path, strerror(-err), c->index);
+	else
+		gs_info("card %d: cap %llu MiB, ledger %s", c->index,
+			(unsigned long long)(c->cap / GS_MIB), path);
+	return err;
+}
+
 static struct gs_ledger *card_ledger(struct gs_card *c)
 {
 	struct gs_ledger *l = __atomic_load_n(&c->ledger, __ATOMIC_ACQUIRE);
-	char path[512];
 	int err;
 
 	if (l || c->open_failed)
 		return l;
 	pthread_mutex_lock(&c->open_lock);
 	if (!c->ledger && !c->open_failed) {
-		snprintf(path, sizeof(path), "%s/card%d.ledger",
-			 gs_config()->ledger_dir, c->index);
-		err = gs_file_ledger_open(path, c->cap, 0, &l);
-		if (err) {
-			gs_err("cannot open the memory ledger %s: %s; device allocations on card %d are refused (check GPUSLICE_LEDGER_DIR)",
-			       path, strerror(-err), c->index);
+		err = use_module() ? open_module_ledger(c, &l) :
+				     open_file_ledger(c, &l);
+		if (err)
 			c->open_failed = true;
-		} else {
-			gs_info("card %d: cap %llu MiB, ledger %s", c->index,
-				(unsigned long long)(c->cap / GS_MIB), path);
+		else
 			__atomic_store_n(&c->ledger, l, __ATOMIC_RELEASE);
-		}
 	}
 	pthread_mutex_unlock(&c->open_lock);
 	return c->ledger;
@@ -155,7 +206,7 @@ static void log_refusal(struct gs_card *c, uint64_t bytes, const char *what,
 		gs_warn("%s of %llu bytes refused: the device is not one of this container's cards (GPU_IDX)",
 			what, (unsigned long long)bytes);
 	} else if (err == -ENOMEM && gs_card_usage(c, &used, &cap)) {
-		gs_warn("%s of %llu bytes refused: card %d's vGPU memory cap is %llu MiB and %.1f MiB are in use (GPU_CONTAINER_MEM)",
+		gs_warn("%s of %llu bytes refused: card %d's vGPU memory cap is %llu MiB and %.1f MiB are in use",
 			what, (unsigned long long)bytes, c->index,
 			(unsigned long long)(cap / GS_MIB),
 			(double)used / GS_MIB);

@@ -70,6 +70,7 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 	unsigned long long idx[GS_MAX_CARDS], mem[GS_MAX_CARDS], ctx;
 	const char *vidx = get("GPU_IDX"), *vmem = get("GPU_CONTAINER_MEM");
 	const char *vctx = get("GPUSLICE_CONTEXT_MIB");
+	const char *venf = get("GPUSLICE_ENFORCE");
 	int nidx = 0, nmem;
 
 	memset(cfg, 0, sizeof(*cfg));
@@ -103,6 +104,18 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 			snprintf(err, errlen,
 				 "GPU_IDX=%s names %d cards but GPU_CONTAINER_MEM=%s gives %d caps: one cap per card",
 				 vidx, nidx, vmem, nmem);
+			return -EINVAL;
+		}
+	}
+	if (venf && *venf) {
+		if (!strcmp(venf, "module")) {
+			cfg->enforce = GS_ENFORCE_MODULE;
+		} else if (!strcmp(venf, "file")) {
+			cfg->enforce = GS_ENFORCE_FILE;
+		} else if (strcmp(venf, "auto")) {
+			snprintf(err, errlen,
+				 "GPUSLICE_ENFORCE=%s: want auto, module or file",
+				 venf);
 			return -EINVAL;
 		}
 	}

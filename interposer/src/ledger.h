@@ -6,8 +6,8 @@
  * vGPU past its cap is refused, so the ledger is never over the cap.
  *
  * Two backends implement it: the kernel module's ledger (ioctl on
- * /dev/gpuslice; arrives with the module) and the shared ledger file of
- * the no-module mode (ledger_file.c).
+ * /dev/gpuslice, ledger_kmod.c) and the shared ledger file of the
+ * no-module mode (ledger_file.c).
  */
 #ifndef GPUSLICE_LEDGER_H
 #define GPUSLICE_LEDGER_H
@@ -57,6 +57,14 @@ static inline int gs_ledger_usage(struct gs_ledger *l, uint64_t *used,
  * Returns 0 or -errno.
  */
 int gs_file_ledger_open(const char *path, uint64_t cap_bytes, unsigned flags,
+			struct gs_ledger **out);
+
+/*
+ * Attaches to the vGPU of the caller's cgroup on card through the kernel
+ * module's device; *cap is the kernel's cap for it. device must outlive
+ * the ledger. Returns 0 or -errno (-ENOENT: the cgroup has no vGPU there).
+ */
+int gs_kmod_ledger_open(const char *device, int card, uint64_t *cap,
 			struct gs_ledger **out);
 
 /* One process's share of a file ledger, for inspection. */

@@ -59,12 +59,20 @@ struct gs_card_config {
 	uint64_t cap;	/* bytes (GPU_CONTAINER_MEM) */
 };
 
+/* Who keeps the memory ledger (GPUSLICE_ENFORCE). */
+enum gs_enforce {
+	GS_ENFORCE_AUTO,	/* the module where /dev/gpuslice exists */
+	GS_ENFORCE_MODULE,	/* the kernel module, or refuse */
+	GS_ENFORCE_FILE,	/* the shared ledger file (no module) */
+};
+
 struct gs_config {
 	bool enabled;		/* a cap is set: isolation is on */
 	bool invalid;		/* a cap was asked for but is malformed */
 	int ncards;
 	struct gs_card_config cards[GS_MAX_CARDS];
 	uint64_t context_bytes;	/* charged per context (GPUSLICE_CONTEXT_MIB) */
+	enum gs_enforce enforce;
 	char ledger_dir[256];	/* GPUSLICE_LEDGER_DIR */
 	char real_libcuda[256];	/* GPUSLICE_REAL_LIBCUDA */
 	char real_libnvml[256];	/* GPUSLICE_REAL_LIBNVML */

@@ -4,9 +4,10 @@ SHIM_OBJS := $(patsubst src/%.c,$(BUILD)/obj/shim/%.o,$(SHIM_SRCS))
 
 shim: $(LIB)/libgpuslice.so
 
-$(BUILD)/obj/shim/%.o: src/%.c src/*.h src/hooks.def include/gpuslice/*.h
+$(BUILD)/obj/shim/%.o: src/%.c src/*.h src/hooks.def include/gpuslice/*.h \
+		../kmod/include/uapi/gpuslice.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+	$(CC) $(CFLAGS) -I../kmod/include/uapi -fPIC -fvisibility=hidden -c -o $@ $<
 
 # -Bsymbolic: the shim's table must point at its own wrappers even when it
 # is loaded after the real driver rather than preloaded.
