@@ -98,6 +98,13 @@ static enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 	unsigned long flags;
 
 	spin_lock_irqsave(&card->lock, flags);
+	/*
+	 * The card may have stopped being gated (its last vGPU went) before
+	 * gs_card_retime() got the lock: stop here rather than re-arm on a
+	 * slice end in the past.
+	 */
+	if (!gs_card_gated(card))
+		card->ticking = false;
 	if (card->ticking) {
 		gs_card_advance(card, ktime_get_ns());
 		hrtimer_set_expires(timer, ns_to_ktime(gs_slice_end(&card->core)));
