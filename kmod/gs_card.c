@@ -419,6 +419,8 @@ int gs_vgpu_destroy(const struct gpuslice_vgpu *arg)
 	struct gs_kvgpu *kv;
 	int err;
 
+	if (arg->pad)
+		return -EINVAL;
 	mutex_lock(&gs_mutex);
 	kv = gs_vgpu_lookup(arg->card, arg->id, &err);
 	if (kv)

@@ -415,7 +415,8 @@ static int gs_pick(const struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 		if (skip_idle && !gs_active(&c->vgpu[u], now, c->cfg.reclaim_ns))
 			continue;
 		*pos = p;
-		return u;
+		/* Kept for a vGPU with no process: nobody runs, nobody gets it. */
+		return c->vgpu[u].nprocs ? u : GS_OWNER_NONE;
 	}
 	/* Every unit skipped: one idle slice, and the period moves on. */
 	*pos = *pos + 1 == m ? 0 : *pos + 1;

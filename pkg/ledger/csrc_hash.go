@@ -11,4 +11,4 @@ package ledger
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "75f37f8397bc1433b365dc2eba898bcb1f328e6ef8d8aa7a94c4dc04bf553a53"
+const cSourcesHash = "3d0e9d1e25074eaf2f117699d15a67981cbd0c68dfaae672ef5d311014eb95eb"

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "63995e6335c3d79d8636149d365c9062cf918f098d401c3f9ceaacd45b7078a2"
+const cSourcesHash = "ea41a42eb15e263a9bef4c63b8f6b51c7528abc02ca55325dc135561de9ba39b"

@@ -101,12 +101,12 @@ func TestShares(t *testing.T) {
 		{"fixed 30/70, the 70 without work: its units stay its own", Fixed, 0,
 			[]vg{{30, false, busy}, {70, false, stale}},
 			map[int]int{0: 3000, 1: 7000}, 0},
-		{"fixed 30/20 and 50 unassigned", Fixed, 0, []vg{{30, false, busy}, {20, false, noProc}},
-			map[int]int{0: 3000, 1: 2000, None: 5000}, 0},
+		{"fixed 30/20 and 50 unassigned, 20 without process", Fixed, 0, []vg{{30, false, busy}, {20, false, noProc}},
+			map[int]int{0: 3000, None: 7000}, 0},
 		{"average 2 at max_inst 20", Average, 0, []vg{{30, false, busy}, {50, false, busy}},
 			map[int]int{0: 500, 1: 500, None: 9000}, 0},
-		{"average 2 at max_inst 10", Average, 10, []vg{{0, false, busy}, {100, false, noProc}},
-			map[int]int{0: 1000, 1: 1000, None: 8000}, 0},
+		{"average 2 at max_inst 10, one without process", Average, 10, []vg{{0, false, busy}, {100, false, noProc}},
+			map[int]int{0: 1000, None: 9000}, 0},
 		{"preemptive 3 active", Preemptive, 0, []vg{{5, false, busy}, {50, false, busy}, {0, false, busy}},
 			map[int]int{0: 3334, 1: 3333, 2: 3333}, 1},
 		{"preemptive 2 of 3 active (no process)", Preemptive, 0,
@@ -123,7 +123,7 @@ func TestShares(t *testing.T) {
 			map[int]int{0: 2500, 1: 2500, 2: 5000}, 0},
 		{"weighted preemptive 5/5/10, third idle: its units stay idle", WeightedPreemptive, 0,
 			[]vg{{5, false, busy}, {5, false, busy}, {10, false, noProc}},
-			map[int]int{0: 2500, 1: 2500, 2: 5000}, 0},
+			map[int]int{0: 2500, 1: 2500, None: 5000}, 0},
 		{"weighted preemptive 5/10 at max_inst 10", WeightedPreemptive, 10,
 			[]vg{{20, false, busy}, {40, false, busy}},
 			map[int]int{0: 3334, 1: 6666}, 1},
@@ -135,7 +135,7 @@ func TestShares(t *testing.T) {
 			map[int]int{0: 3000, 1: 7000}, 0},
 		{"hybrid 30 idle + two quota 0: its units are not lent", Hybrid, 0,
 			[]vg{{30, false, noProc}, {0, false, busy}, {0, false, busy}},
-			map[int]int{0: 3000, 1: 3500, 2: 3500}, 0},
+			map[int]int{None: 3000, 1: 3500, 2: 3500}, 0},
 		{"hybrid 30/20, no quota 0 vGPU", Hybrid, 0,
 			[]vg{{30, false, busy}, {20, false, busy}},
 			map[int]int{0: 3000, 1: 2000, None: 5000}, 0},
@@ -626,6 +626,7 @@ func TestOwnerBeforeStartAndRemoval(t *testing.T) {
 	c := newCard(t, Fixed, 0)
 	id, err := c.AddVGPU(100, false)
 	require.NoError(t, err)
+	require.NoError(t, c.SetProcs(id, 1))
 	assert.Equal(t, None, c.Owner())
 	assert.False(t, c.MayRun(id, 0), "nobody runs before the first tick")
 	assert.Equal(t, id, c.PeekNext(0))
@@ -637,6 +638,7 @@ func TestOwnerBeforeStartAndRemoval(t *testing.T) {
 	id2, err := c.AddVGPU(100, false)
 	require.NoError(t, err)
 	require.Equal(t, id, id2)
+	require.NoError(t, c.SetProcs(id2, 1))
 	assert.False(t, c.MayRun(id2, 1))
 	assert.Equal(t, uint64(0), c.Slices(id2))
 	assert.Equal(t, id2, c.Tick(c.SliceEnd()))
