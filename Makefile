@@ -11,7 +11,7 @@ STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
 export CGO_ENABLED := 1
 
-.PHONY: all build c go demo test lint check-c bench clean
+.PHONY: all build c go demo test lint check-c bench clean kmod guest guest-deps
 
 all: build
 
@@ -25,12 +25,38 @@ c:
 go:
 	$(GO) build ./...
 
+## kmod: gpuslice.ko, built out of tree into build/kmod/kmod-src/ against
+## the newest installed Debian kernel headers (kmod/guest/deps.sh installs
+## them; GSGUEST_KVER=<version> picks another).
+kmod:
+	kmod/guest/run.sh --module-only $(BUILD)/kmod
+
+## guest: boots gpuslice.ko and kmod/guest/tests in a qemu guest and prints
+## the markers of build/guest/serial.log (make guest GUEST_TESTS="a b" runs
+## only those programs). make test runs the same through kmod/guest's Go test.
+guest:
+	@rc=0; kmod/guest/run.sh $(BUILD)/guest $(GUEST_TESTS) || rc=$$?; \
+	log=$(BUILD)/guest/serial.log; \
+	[ -f $$log ] || exit 1; \
+	grep -aoE 'GS(GUEST|TEST|BENCH) .*' $$log | tr -d '\r'; \
+	if grep -aqE 'GSTEST .* FAIL|GSGUEST (INSMOD|RMMOD|RELOAD .*) FAIL|GSGUEST TEST .* rc=[1-9]|BUG:|Oops|WARNING:|Kernel panic|Call Trace:' $$log; then \
+		echo "guest: FAILED (log: $$log)"; exit 1; fi; \
+	[ $$rc -eq 0 ] || { echo "guest: FAILED (log: $$log)"; exit 1; }; \
+	echo "guest: ok (log: $$log)"
+
+# The guest test's packages (kernel image and headers, qemu, busybox):
+# installed as root, else named; the guest test itself would say the same,
+# later. GPUSLICE_SKIP_GUEST=1 skips that test and this.
+guest-deps:
+	@[ "$(GPUSLICE_SKIP_GUEST)" = 1 ] || kmod/guest/deps.sh
+
 ## demo: a container's worth of processes hitting their shared cap.
 demo: c
 	./interposer/demo/demo.sh $(BUILD)
 
-## test: every test (C builds warning-free, Go lint, unit and end-to-end).
-test: lint c
+## test: every test (C builds warning-free, Go lint, unit and end-to-end,
+## gpuslice.ko in a qemu guest: kmod/guest).
+test: lint c guest-deps
 	$(GO) test -count=1 ./...
 
 $(STATICCHECK):

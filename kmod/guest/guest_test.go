@@ -1,0 +1,460 @@
+package guest_test
+
+// TestGuest builds gpuslice.ko and the static programs of kmod/guest/tests,
+// boots them in a qemu guest (TCG) on Debian's kernel through run.sh
+// and judges the run by the markers the guest's /init and the programs
+// print on the serial console (see init for the list). It needs Debian's
+// kernel image and headers, qemu, busybox-static, cpio and kmod: deps.sh
+// installs them when run as root. GPUSLICE_SKIP_GUEST=1 is the only way to
+// skip it.
+//
+// It lives here rather than in kmod/: go refuses a directory that holds .c
+// files and Go files without cgo.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuslice/gpuslice/internal/testenv"
+)
+
+// program is what the log says about one test program.
+type program struct {
+	name   string
+	ran    bool     // GSGUEST RUN seen
+	done   bool     // GSGUEST TEST ... rc= seen
+	rc     int      // its exit status
+	secs   string   // its run time in the guest
+	lines  []string // everything between RUN and TEST
+	pass   []string // GSTEST ... PASS
+	fail   []string // GSTEST ... FAIL (and malformed GSTEST lines)
+	bench  []string // GSBENCH lines
+	strays []string // processes it left behind
+	reload string   // "OK"/"FAIL" when it left the module unloaded
+}
+
+// guestLog is the parsed serial console.
+type guestLog struct {
+	lines       []string // cleaned lines, in order
+	boot        string   // the kernel release of GSGUEST BOOT
+	insmod      string   // the rest of GSGUEST INSMOD
+	rmmod       string   // the rest of GSGUEST RMMOD
+	taintBefore int64    // -1: not seen
+	taintAfter  int64
+	done        bool
+	progs       map[string]*program
+	outside     []string // GSTEST/GSBENCH lines outside any program
+	loose       []string // other lines outside any program, after BOOT
+	dmesg       []string // the kernel log since insmod (GSDMESG)
+	kernelErrs  []string // lines that say the kernel went wrong
+}
+
+var (
+	// Terminal control sequences (SeaBIOS clears the screen) and the
+	// serial line's carriage returns.
+	ansiRE = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)|\r`)
+	// Where a marker starts; anything before it on the line is noise.
+	markerRE = regexp.MustCompile(`GS(GUEST|TEST|BENCH|DMESG|INFO) `)
+	rcRE     = regexp.MustCompile(`^(\S+) rc=(-?\d+)(?: secs=(\S+))?`)
+	// A kernel message's timestamp (CONFIG_PRINTK_TIME).
+	kernelTimeRE = regexp.MustCompile(`\[ *\d+\.\d{6}\]`)
+	// What the kernel prints when something is wrong: oopses, BUG_ON, WARN,
+	// panics, lockdep, lockups and stalls, stack dumps, list corruption.
+	kernelErrRE = regexp.MustCompile(`BUG:|kernel BUG|Oops|WARNING:|Kernel panic|` +
+		`possible circular locking|general protection|soft lockup|hard LOCKUP|` +
+		`blocked for more than|detected stalls|self-detected stall|Call Trace:|` +
+		`UBSAN:|corruption|refcount_t:|INFO: task`)
+)
+
+// Taint flags that mean trouble: M (machine check), B (bad page),
+// D (oops), W (warning), L (soft lockup). O and E (unsigned out-of-tree
+// module) are expected.
+const badTaint = 1<<4 | 1<<5 | 1<<7 | 1<<9 | 1<<14
+
+func parseLog(data []byte) *guestLog {
+	g := &guestLog{progs: map[string]*program{}, taintBefore: -1, taintAfter: -1}
+	var cur *program
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := ansiRE.ReplaceAllString(sc.Text(), "")
+		g.lines = append(g.lines, line)
+		loc := markerRE.FindStringIndex(line)
+		if loc == nil {
+			// Besides the markers and the programs' stray output, the
+			// console carries the kernel's emergencies (and a panic's
+			// replay of the whole log): those lines have a timestamp.
+			if kernelTimeRE.MatchString(line) && kernelErrRE.MatchString(line) {
+				g.kernelErr(line)
+			}
+			if cur != nil {
+				cur.lines = append(cur.lines, line)
+			} else if g.boot != "" {
+				g.loose = append(g.loose, line)
+			}
+			continue
+		}
+		m := line[loc[0]:]
+		kind, rest, _ := strings.Cut(m, " ")
+		switch kind {
+		case "GSDMESG":
+			g.dmesg = append(g.dmesg, rest)
+			if kernelErrRE.MatchString(rest) {
+				g.kernelErr(rest)
+			}
+			continue
+		case "GSINFO": // a program's remark
+			if cur != nil {
+				cur.lines = append(cur.lines, m)
+			} else {
+				g.loose = append(g.loose, m)
+			}
+			continue
+		case "GSTEST", "GSBENCH":
+			if cur == nil {
+				g.outside = append(g.outside, m)
+				continue
+			}
+			cur.lines = append(cur.lines, m)
+			if kind == "GSBENCH" {
+				cur.bench = append(cur.bench, rest)
+				continue
+			}
+			_, verdict, _ := strings.Cut(rest, " ")
+			switch {
+			case strings.HasPrefix(verdict, "PASS"):
+				cur.pass = append(cur.pass, rest)
+			case strings.HasPrefix(verdict, "FAIL"):
+				cur.fail = append(cur.fail, rest)
+			default:
+				cur.fail = append(cur.fail, "unrecognised verdict: "+m)
+			}
+			continue
+		}
+		// GSGUEST <what> <rest>
+		what, arg, _ := strings.Cut(rest, " ")
+		switch what {
+		case "BOOT":
+			g.boot = arg
+		case "INSMOD":
+			g.insmod = arg
+		case "RMMOD":
+			g.rmmod = arg
+		case "DONE":
+			g.done = true
+		case "TAINT":
+			k, v, _ := strings.Cut(arg, "=")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				n = -1
+			}
+			if k == "before" {
+				g.taintBefore = n
+			} else {
+				g.taintAfter = n
+			}
+		case "RUN":
+			cur = g.prog(arg)
+			cur.ran = true
+		case "TEST":
+			sm := rcRE.FindStringSubmatch(arg)
+			if sm == nil {
+				break
+			}
+			p := g.prog(sm[1])
+			p.done = true
+			p.rc, _ = strconv.Atoi(sm[2])
+			p.secs = sm[3]
+			p.lines = append(p.lines, m)
+			cur = nil
+		case "STRAY":
+			name, s, _ := strings.Cut(arg, " ")
+			g.prog(name).strays = append(g.prog(name).strays, s)
+		case "RELOAD":
+			name, s, _ := strings.Cut(arg, " ")
+			g.prog(name).reload = s
+		}
+	}
+	return g
+}
+
+// kernelErr notes a line of kernel trouble once (a panic replays the log).
+func (g *guestLog) kernelErr(line string) {
+	for _, l := range g.kernelErrs {
+		if l == line {
+			return
+		}
+	}
+	g.kernelErrs = append(g.kernelErrs, line)
+}
+
+func (g *guestLog) prog(name string) *program {
+	p := g.progs[name]
+	if p == nil {
+		p = &program{name: name}
+		g.progs[name] = p
+	}
+	return p
+}
+
+// tail is lines for a failure message: all of them when few, else the
+// last n.
+func tail(lines []string, n int) string {
+	head := ""
+	if len(lines) > n {
+		head = fmt.Sprintf("... (%d lines before these)\n", len(lines)-n)
+		lines = lines[len(lines)-n:]
+	}
+	return head + strings.Join(lines, "\n")
+}
+
+// ends is lines for a failure message: all of them when few, else the
+// first h and the last n (a program's own lines, then the panic that
+// replayed the whole kernel log after them).
+func ends(lines []string, h, n int) string {
+	if len(lines) <= h+n {
+		return strings.Join(lines, "\n")
+	}
+	return strings.Join(lines[:h], "\n") + "\n" + tail(lines[h:], n)
+}
+
+func TestGuest(t *testing.T) {
+	if os.Getenv("GPUSLICE_SKIP_GUEST") == "1" {
+		t.Skip("GPUSLICE_SKIP_GUEST=1: the qemu guest test of gpuslice.ko does not run")
+	}
+	root := testenv.Root()
+	guest := filepath.Join(root, "kmod", "guest")
+
+	// The time this test may take: go test's deadline less a margin to
+	// report in, at most 15 minutes.
+	budget := 15 * time.Minute
+	if d, ok := t.Deadline(); ok {
+		budget = min(budget, time.Until(d)-20*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+
+	// Prerequisites: deps.sh is quiet when they are there, installs them
+	// as root, and says what to install otherwise.
+	start := time.Now()
+	deps := command(ctx, filepath.Join(guest, "deps.sh"))
+	if out, err := deps.CombinedOutput(); err != nil {
+		t.Fatalf("the guest test's packages are missing (%v):\n%s\n"+
+			"install them as root with kmod/guest/deps.sh, "+
+			"or set GPUSLICE_SKIP_GUEST=1 to skip this test", err, out)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Logf("kmod/guest/deps.sh installed the packages in %.0f s", d.Seconds())
+	}
+
+	// The run: kept under build/ for a look afterwards; one at a time.
+	out := filepath.Join(testenv.Build(), "guest-test")
+	if err := os.MkdirAll(testenv.Build(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(out+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := command(ctx, filepath.Join(guest, "run.sh"), out)
+	run.Env = os.Environ()
+	if os.Getenv("GSGUEST_TIMEOUT") == "" {
+		// Leave a minute of the budget for the builds before the boot.
+		boot := min(300*time.Second, time.Until(deadline(ctx))-60*time.Second)
+		run.Env = append(run.Env, fmt.Sprintf("GSGUEST_TIMEOUT=%d", max(int(boot.Seconds()), 30)))
+	}
+	var runOut bytes.Buffer
+	run.Stdout, run.Stderr = &runOut, &runOut
+	start = time.Now()
+	runErr := run.Run()
+	t.Logf("kmod/guest/run.sh %s: %.1f s (%v)\n%s", out, time.Since(start).Seconds(), runErr,
+		strings.TrimSpace(runOut.String()))
+	if b, err := os.ReadFile(filepath.Join(out, "boot.seconds")); err == nil {
+		t.Logf("qemu ran %s s", strings.TrimSpace(string(b)))
+	}
+	logPath := filepath.Join(out, "serial.log")
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatalf("no serial log (%v): kmod/guest/run.sh failed before the boot: %v", err, runErr)
+	}
+	orderData, err := os.ReadFile(filepath.Join(out, "ORDER"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := strings.Fields(string(orderData))
+	if len(order) == 0 {
+		t.Fatal("run.sh wrote an empty ORDER: no test programs")
+	}
+
+	g := parseLog(data)
+	// Whether the whole serial log is worth showing: the guest did not
+	// get through (the programs' sections and the kernel log since insmod
+	// are shown by their subtests).
+	showLog := false
+	t.Run("boot", func(t *testing.T) {
+		if g.boot == "" {
+			t.Errorf("no GSGUEST BOOT: the guest never ran /init")
+		}
+		if g.insmod != "OK" {
+			t.Errorf("insmod /gpuslice.ko: GSGUEST INSMOD %q, want OK", g.insmod)
+		}
+		if g.taintBefore < 0 {
+			t.Errorf("no GSGUEST TAINT before=")
+		}
+		if t.Failed() {
+			showLog = true
+		}
+	})
+	for _, name := range order {
+		t.Run(name, func(t *testing.T) {
+			p := g.prog(name)
+			for _, b := range p.bench {
+				t.Log("GSBENCH " + b)
+			}
+			for _, s := range p.strays {
+				t.Logf("left a process behind (killed): %s", s)
+			}
+			switch {
+			case !p.ran:
+				t.Errorf("never started: the guest stopped before it (see the kernel subtest)")
+			case !p.done:
+				t.Errorf("never finished: the guest stopped while it ran")
+			case p.rc == 124 || p.rc == 137 || p.rc == 143:
+				t.Errorf("exited with rc=%d: killed at the guest's time limit", p.rc)
+			case p.rc != 0:
+				t.Errorf("exited with rc=%d", p.rc)
+			}
+			if p.ran && len(p.pass) == 0 {
+				t.Errorf("no GSTEST ... PASS line")
+			}
+			for _, f := range p.fail {
+				t.Errorf("GSTEST %s", f)
+			}
+			if p.reload != "" {
+				t.Errorf("left gpuslice unloaded (the guest's reload: %s)", p.reload)
+			}
+			if t.Failed() {
+				t.Logf("its output:\n%s", ends(p.lines, 40, 110))
+			} else {
+				t.Logf("%d subtests passed in %s s", len(p.pass), p.secs)
+			}
+		})
+	}
+	t.Run("rmmod", func(t *testing.T) {
+		if g.rmmod != "OK" {
+			t.Errorf("rmmod gpuslice: GSGUEST RMMOD %q, want OK", g.rmmod)
+			if len(g.loose) > 0 {
+				t.Logf("the console outside the programs:\n%s", tail(g.loose, 50))
+			}
+		}
+	})
+	t.Run("kernel", func(t *testing.T) {
+		if !g.done {
+			t.Errorf("no GSGUEST DONE: the guest did not finish (panic, hang or qemu timeout)")
+		}
+		for _, l := range g.outside {
+			if strings.HasPrefix(l, "GSBENCH") {
+				t.Log(l)
+			} else if !strings.Contains(l, " PASS") {
+				t.Errorf("outside any program: %s", l)
+			}
+		}
+		if len(g.kernelErrs) > 0 {
+			t.Errorf("the kernel reported trouble:\n%s", strings.Join(g.kernelErrs, "\n"))
+		}
+		if g.taintAfter >= 0 && g.taintBefore >= 0 {
+			if bad := (g.taintAfter &^ g.taintBefore) & badTaint; bad != 0 {
+				t.Errorf("kernel tainted during the tests: %#x (before %d, after %d)",
+					bad, g.taintBefore, g.taintAfter)
+			}
+		} else if g.done {
+			t.Errorf("no GSGUEST TAINT before= and after=")
+		}
+		if t.Failed() && len(g.dmesg) > 0 {
+			t.Logf("the kernel log since insmod:\n%s", strings.Join(g.dmesg, "\n"))
+		}
+		showLog = showLog || !g.done
+	})
+	if showLog {
+		t.Logf("serial log %s:\n%s", logPath, tail(g.lines, 300))
+	} else if t.Failed() {
+		t.Logf("serial log: %s", logPath)
+	}
+}
+
+// command runs name in a process group of its own, killed whole (qemu
+// included) when ctx ends.
+func command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// TestParseLog checks the marker parser on a made-up console: noise before
+// a marker, a program's verdicts and figures, a stray, a reload, the
+// kernel's trouble in the console and in the dump.
+func TestParseLog(t *testing.T) {
+	log := "\x1bc\x1b[?7l\x1b[2JGSGUEST BOOT 6.1.0-57-amd64\r\n" +
+		"GSGUEST TAINT before=0\r\n" +
+		"GSGUEST INSMOD OK\r\n" +
+		"GSGUEST RUN abi\r\n" +
+		"GSTEST abi PASS version\r\n" +
+		"GSTEST abi FAIL pad: expected EINVAL\r\n" +
+		"GSBENCH abi ioctl 850 ns\r\n" +
+		"GSINFO abi WARNING: not the kernel's\r\n" +
+		"[    2.000001] BUG: kernel NULL pointer dereference\r\n" +
+		"GSGUEST TEST abi rc=1 secs=0.07\r\n" +
+		"GSGUEST STRAY abi pid=7 /tests/abi\r\n" +
+		"GSGUEST RELOAD abi OK\r\n" +
+		"GSTEST lost SKIP\r\n" +
+		"GSGUEST RMMOD FAIL rc=1\r\n" +
+		"GSGUEST TAINT after=12800\r\n" +
+		"GSDMESG [    3.000000] WARNING: CPU: 0 PID: 1 at gs_card.c:10\r\n" +
+		"GSGUEST DONE\r\n"
+	g := parseLog([]byte(log))
+	p := g.progs["abi"]
+	switch {
+	case g.boot != "6.1.0-57-amd64", g.insmod != "OK", g.rmmod != "FAIL rc=1", !g.done:
+		t.Errorf("markers: %+v", g)
+	case g.taintBefore != 0, g.taintAfter != 12800:
+		t.Errorf("taint: %d %d", g.taintBefore, g.taintAfter)
+	case p == nil || !p.ran || !p.done || p.rc != 1 || p.secs != "0.07":
+		t.Errorf("program: %+v", p)
+	case len(p.pass) != 1 || len(p.fail) != 1 || len(p.bench) != 1:
+		t.Errorf("verdicts: %q %q %q", p.pass, p.fail, p.bench)
+	case len(p.strays) != 1 || p.reload != "OK":
+		t.Errorf("stray, reload: %q %q", p.strays, p.reload)
+	case len(g.outside) != 1:
+		t.Errorf("outside: %q", g.outside)
+	case len(g.kernelErrs) != 2 || len(g.dmesg) != 1:
+		t.Errorf("kernel: %q, dmesg %q", g.kernelErrs, g.dmesg)
+	}
+}
