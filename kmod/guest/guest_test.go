@@ -258,6 +258,11 @@ func TestGuest(t *testing.T) {
 		t.Logf("kmod/guest/deps.sh installed the packages in %.0f s", d.Seconds())
 	}
 
+	// The shim and the simulated driver the shim test runs in the guest.
+	if err := testenv.BuildC(); err != nil {
+		t.Fatal(err)
+	}
+
 	// The run: kept under build/ for a look afterwards; one at a time.
 	out := filepath.Join(testenv.Build(), "guest-test")
 	if err := os.MkdirAll(testenv.Build(), 0o755); err != nil {

@@ -180,6 +180,19 @@ install -m 0755 "$here/init" "$root/init"
 install -m 0644 "$ko" "$root/gpuslice.ko"
 for p in "${order[@]}"; do install -m 0755 "$out/tests/$p" "$root/tests/$p"; done
 cp "$out/ORDER" "$root/tests/ORDER"
+# The shim, the simulated driver and gstest (built by make c) with the C
+# library they load, for the tests that run CUDA programs in the guest
+# (tests/shim.c): /shim/lib and /shim/bin.
+shimbuild=${GSGUEST_SHIM_BUILD:-$(dirname "$kmod")/build}
+for f in lib/libgpuslice.so lib/libcuda.so.1 lib/libnvidia-ml.so.1 bin/gstest; do
+	[ -f "$shimbuild/$f" ] || die "no $shimbuild/$f: build the shim first (make c)"
+	mkdir -p "$root/shim/${f%/*}"
+	cp -L "$shimbuild/$f" "$root/shim/$f"
+done
+# Every library ldd resolves (and the loader), at the same path.
+ldd "$shimbuild/bin/gstest" "$shimbuild/lib/"*.so* 2>/dev/null |
+	grep -oE '/[^ ]+\.so[^ ]*' | grep -v "^$shimbuild" | sort -u |
+	while read -r so; do cp -L --parents "$so" "$root"; done
 # Owned by root inside the guest whoever builds it; /dev/console comes from
 # the kernel's built-in initramfs.
 (cd "$root" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) |
