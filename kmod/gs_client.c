@@ -5,7 +5,6 @@
  * Closing the file (exit and kill -9 included) undoes all of it.
  */
 #include <linux/cgroup.h>
-#include <linux/jiffies.h>
 #include <linux/ktime.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
@@ -258,23 +257,20 @@ static bool gs_may_run_now(struct gs_kvgpu *kv, u64 *end, int *err)
 	return ok;
 }
 
+/* Waits for the vGPU's slice; hrtimer-precise, never before timeout_ns. */
 static long gs_acquire_wait(struct gs_attach *att, u64 timeout_ns, u64 *end,
 			    int *err)
 {
 	struct gs_kvgpu *kv = att->kv;
-	unsigned long jiffies_left;
-	long left;
+	long ret;
 
 	if (!timeout_ns)
 		return wait_event_interruptible(kv->card->wq,
 						gs_may_run_now(kv, end, err));
-	jiffies_left = max_t(unsigned long, nsecs_to_jiffies(timeout_ns), 1);
-	left = wait_event_interruptible_timeout(kv->card->wq,
-						gs_may_run_now(kv, end, err),
-						jiffies_left);
-	if (left > 0)
-		return 0;
-	return left ? left : -ETIMEDOUT;
+	ret = wait_event_interruptible_hrtimeout(kv->card->wq,
+						 gs_may_run_now(kv, end, err),
+						 ns_to_ktime(timeout_ns));
+	return ret == -ETIME ? -ETIMEDOUT : ret;
 }
 
 int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
