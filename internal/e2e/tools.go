@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/gpuslice/gpuslice/internal/testenv"
+)
+
+var tools struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// Tools runs nri-plugin/e2e/tools.sh once per test process and returns the
+// directory of containerd, ctr, containerd-shim-runc-v2, runc and crictl.
+func Tools() (string, error) {
+	tools.once.Do(func() {
+		tools.bin, tools.err = buildTools()
+	})
+	return tools.bin, tools.err
+}
+
+// buildTools runs nri-plugin/e2e/tools.sh and returns the directory it
+// printed, once it is sure that directory has a containerd.
+func buildTools() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), toolsTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(testenv.Root(), "nri-plugin", "e2e", "tools.sh"))
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("nri-plugin/e2e/tools.sh failed: %v\n%s", err, tail(stderr.String(), 60))
+	}
+	bin := strings.TrimSpace(stdout.String())
+	if fi, err := os.Stat(filepath.Join(bin, "containerd")); err != nil || fi.IsDir() {
+		return bin, fmt.Errorf("nri-plugin/e2e/tools.sh printed %q, which has no containerd", bin)
+	}
+	return bin, nil
+}
+
+// buildImage writes the busybox image, as Image, to the tar file image,
+// with nri-plugin/e2e/image.sh.
+func buildImage(image string) error {
+	if out, err := exec.Command(filepath.Join(testenv.Root(), "nri-plugin", "e2e", "image.sh"),
+		image, Image).CombinedOutput(); err != nil {
+		return fmt.Errorf("e2e: nri-plugin/e2e/image.sh failed: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// importImage imports the image buildImage wrote into the namespace CRI
+// uses.
+func (e *Env) importImage(image string) error {
+	out, err := e.run(crictlTimeout, filepath.Join(e.bin, "ctr"), "--address", e.Address(),
+		"-n", "k8s.io", "image", "import", "--platform", "linux/amd64", image)
+	if err != nil {
+		return fmt.Errorf("e2e: importing the image: %v\n%s\n%s", err, out, e.Logs())
+	}
+	return nil
+}
