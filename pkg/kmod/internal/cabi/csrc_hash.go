@@ -1,0 +1,13 @@
+package cabi
+
+// Go's build cache may not notice edits to the header this package
+// includes from kmod/include/uapi. Its hash lives here, in a Go file of the
+// package, so that updating it rebuilds the package. TestCSourcesHash fails
+// while it is stale; regenerate it with
+//
+//	go generate ./pkg/kmod/internal/cabi
+//
+//go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
+
+// cSourcesHash is the SHA-256 of gpuslice.h (testenv.CheckCSourcesHash).
+const cSourcesHash = "1ca68bc85e2b7776893957a42023d1430f7f57cfa9cf01e7d812fe8dc25c894b"
