@@ -1,0 +1,99 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func alloc(id string, cards ...int) Allocation {
+	a := Allocation{Container: id, Name: "ctr-" + id, Pod: "pod", Namespace: "ns",
+		Enforce: "file", Created: time.Unix(1700000000, 0).UTC()}
+	for _, c := range cards {
+		a.VGPUs = append(a.VGPUs, VGPU{Card: c, MemoryBytes: 1 << 30, Cores: 30, KmodID: -1})
+	}
+	return a
+}
+
+func TestPersistAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	require.NoError(t, err)
+	assert.Empty(t, s.All())
+	require.NoError(t, s.Put(alloc("b", 1)))
+	require.NoError(t, s.Put(alloc("a", 0, 1)))
+	require.NoError(t, s.Put(alloc("c", 0)))
+	require.NoError(t, s.Delete("c"))
+	require.NoError(t, s.Delete("never-there"))
+
+	// A new agent reads exactly what the old one left.
+	s2, err := Open(dir)
+	require.NoError(t, err)
+	all := s2.All()
+	require.Len(t, all, 2)
+	assert.Equal(t, alloc("a", 0, 1), all[0])
+	assert.Equal(t, alloc("b", 1), all[1])
+	got, ok := s2.Get("a")
+	require.True(t, ok)
+	assert.Equal(t, alloc("a", 0, 1), got)
+	_, ok = s2.Get("c")
+	assert.False(t, ok)
+
+	// No temporary files left behind.
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	assert.Equal(t, FileName, entries[0].Name())
+}
+
+// Callers get copies: changing one does not change the store.
+func TestCopies(t *testing.T) {
+	s, err := Open(t.TempDir())
+	require.NoError(t, err)
+	a := alloc("a", 0)
+	require.NoError(t, s.Put(a))
+	a.VGPUs[0].Card = 7
+	got, _ := s.Get("a")
+	assert.Equal(t, 0, got.VGPUs[0].Card)
+	got.VGPUs[0].Card = 9
+	again, _ := s.Get("a")
+	assert.Equal(t, 0, again.VGPUs[0].Card)
+}
+
+// A failed write changes nothing, in memory or on disk.
+func TestWriteFailureKeepsState(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	require.NoError(t, err)
+	require.NoError(t, s.Put(alloc("a", 0)))
+	// Break the directory: rename fails for everyone, root included.
+	broken := filepath.Join(t.TempDir(), "gone")
+	s.path = filepath.Join(broken, FileName)
+	assert.Error(t, s.Put(alloc("b", 1)))
+	assert.Error(t, s.Delete("a"))
+	all := s.All()
+	require.Len(t, all, 1)
+	assert.Equal(t, "a", all[0].Container)
+}
+
+func TestCorruptFileIsAnError(t *testing.T) {
+	tests := map[string]string{
+		"not json":      "{",
+		"wrong version": `{"version": 99, "allocations": {}}`,
+		"key mismatch":  `{"version": 1, "allocations": {"x": {"container": "y"}}}`,
+		"null entry":    `{"version": 1, "allocations": {"x": null}}`,
+	}
+	for name, content := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, FileName), []byte(content), 0o600))
+			_, err := Open(dir)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), filepath.Join(dir, FileName))
+		})
+	}
+}
