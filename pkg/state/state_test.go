@@ -46,8 +46,11 @@ func TestPersistAcrossRestart(t *testing.T) {
 	// No temporary files left behind.
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	require.Len(t, entries, 1)
-	assert.Equal(t, FileName, entries[0].Name())
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{FileName, JournalName}, names)
 }
 
 // Callers get copies: changing one does not change the store.
@@ -64,20 +67,81 @@ func TestCopies(t *testing.T) {
 	assert.Equal(t, 0, again.VGPUs[0].Card)
 }
 
-// A failed write changes nothing, in memory or on disk.
+// A failed write changes nothing, and the store recovers.
 func TestWriteFailureKeepsState(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir)
 	require.NoError(t, err)
 	require.NoError(t, s.Put(alloc("a", 0)))
-	// Break the directory: rename fails for everyone, root included.
-	broken := filepath.Join(t.TempDir(), "gone")
-	s.path = filepath.Join(broken, FileName)
+	// The journal's descriptor, swapped for a read-only one: writes fail.
+	ro, err := os.Open(filepath.Join(dir, JournalName))
+	require.NoError(t, err)
+	s.journal.Close()
+	s.journal = ro
 	assert.Error(t, s.Put(alloc("b", 1)))
-	assert.Error(t, s.Delete("a"))
 	all := s.All()
 	require.Len(t, all, 1)
 	assert.Equal(t, "a", all[0].Container)
+	// The failure compacted the journal afresh: the store goes on.
+	require.NoError(t, s.Put(alloc("c", 1)))
+	s2, err := Open(dir)
+	require.NoError(t, err)
+	assert.Len(t, s2.All(), 2)
+}
+
+// A new agent replays what the old one journalled without compacting
+// (it was killed), dropping only a torn last line.
+func TestJournalReplay(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	require.NoError(t, err)
+	require.NoError(t, s.Put(alloc("a", 0)))
+	require.NoError(t, s.Put(alloc("b", 1)))
+	require.NoError(t, s.Delete("a"))
+	// A write cut short by the kill.
+	f, err := os.OpenFile(filepath.Join(dir, JournalName), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"put":{"container":"torn"`)
+	require.NoError(t, err)
+	f.Close()
+
+	s2, err := Open(dir)
+	require.NoError(t, err)
+	all := s2.All()
+	require.Len(t, all, 1)
+	assert.Equal(t, alloc("b", 1), all[0])
+	// Opening compacted: the snapshot holds it all, the journal is empty.
+	st, err := os.Stat(filepath.Join(dir, JournalName))
+	require.NoError(t, err)
+	assert.Zero(t, st.Size())
+}
+
+func TestJournalCorruptInTheMiddle(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, JournalName),
+		[]byte("{\"del\":\"x\"}\nnot json\n{\"del\":\"y\"}\n"), 0o600))
+	_, err := Open(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 2")
+}
+
+// The journal is compacted as it grows: it never holds much more than
+// twice the live allocations.
+func TestCompaction(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	require.NoError(t, err)
+	for i := range 1000 {
+		require.NoError(t, s.Put(alloc("a", i%8)))
+		require.NoError(t, s.Put(alloc("b", 0)))
+		require.NoError(t, s.Delete("b"))
+	}
+	assert.LessOrEqual(t, s.records, 64+2*len(s.allocs))
+	s2, err := Open(dir)
+	require.NoError(t, err)
+	all := s2.All()
+	require.Len(t, all, 1)
+	assert.Equal(t, alloc("a", 999%8), all[0])
 }
 
 func TestCorruptFileIsAnError(t *testing.T) {
