@@ -1,0 +1,198 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/gpuslice/gpuslice/pkg/state"
+)
+
+// Layout is where the agent finds things on the host and puts them in
+// containers.
+type Layout struct {
+	ShimHost        string // libgpuslice.so on the host
+	ShimContainer   string // where containers see it (mounted read-only)
+	PreloadHost     string // "": no /etc/ld.so.preload; else the file to mount there
+	LedgerRoot      string // file mode: per-container ledger directories, on the host
+	LedgerContainer string // file mode: where a container sees its ledger directory
+	DeviceRoot      string // the host root /dev/nvidia* and /dev/gpuslice are under
+	CgroupRoot      string // module mode: the host's cgroup v2 mount
+}
+
+// CDIResolver names the CDI device of a card when the host has an NVIDIA
+// CDI spec for it ("nvidia.com/gpu=0"), or returns "".
+type CDIResolver func(c Card) string
+
+// The control nodes every NVIDIA container needs besides its cards.
+var nvidiaControlNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+
+// adjustment is what a container with allocation al gets.
+func (a *Agent) adjustment(ctr *api.Container, al state.Allocation) (*api.ContainerAdjustment, error) {
+	adj := &api.ContainerAdjustment{}
+	if err := a.addDevices(adj, al); err != nil {
+		return nil, err
+	}
+	for k, v := range a.env(ctr, al) {
+		adj.AddEnv(k, v)
+	}
+	a.addMounts(adj, al)
+	return adj, nil
+}
+
+// env is the xGPU variables (reference.md section 2), one list entry per
+// card in the order of the request, and the shim's own.
+func (a *Agent) env(ctr *api.Container, al state.Allocation) map[string]string {
+	var idx, mem, pct, pol, uuids []string
+	for _, v := range al.VGPUs {
+		c := a.byIdx[v.Card]
+		idx = append(idx, strconv.Itoa(v.Card))
+		mem = append(mem, strconv.FormatUint(v.MemoryBytes>>20, 10))
+		pct = append(pct, strconv.FormatUint(uint64(v.Cores), 10))
+		pol = append(pol, strconv.Itoa(c.Policy))
+		if c.UUID != "" {
+			uuids = append(uuids, c.UUID)
+		}
+	}
+	l := a.opts.Layout
+	env := map[string]string{
+		"GPU_IDX":                     strings.Join(idx, ","),
+		"GPU_CONTAINER_MEM":           strings.Join(mem, ","),
+		"GPU_CONTAINER_QUOTA_PERCENT": strings.Join(pct, ","),
+		"GPU_POLICY":                  strings.Join(pol, ","),
+		"GPU_CONTAINER_PRIORITY":      strconv.Itoa(al.VGPUs[0].Priority),
+		"GPUSLICE_ENFORCE":            al.Enforce,
+		// The shim maps device ordinals to GPU_IDX in PCI order.
+		"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+		"LD_PRELOAD":        preload(l.ShimContainer, ctr.GetEnv()),
+	}
+	if len(uuids) == len(al.VGPUs) {
+		// For NVIDIA's container toolkit, where it runs: these cards only.
+		env["NVIDIA_VISIBLE_DEVICES"] = strings.Join(uuids, ",")
+	}
+	if al.Enforce == EnforceFile {
+		env["GPUSLICE_LEDGER_DIR"] = l.LedgerContainer
+	}
+	return env
+}
+
+// preload puts the shim first in the container's LD_PRELOAD, keeping what
+// the image already preloads.
+func preload(shim string, env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok && v != "" {
+			return shim + ":" + v
+		}
+	}
+	return shim
+}
+
+func (a *Agent) addMounts(adj *api.ContainerAdjustment, al state.Allocation) {
+	l := a.opts.Layout
+	adj.AddMount(&api.Mount{Source: l.ShimHost, Destination: l.ShimContainer, Type: "bind",
+		Options: []string{"bind", "ro", "nosuid", "nodev"}})
+	if l.PreloadHost != "" {
+		adj.AddMount(&api.Mount{Source: l.PreloadHost, Destination: "/etc/ld.so.preload",
+			Type: "bind", Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
+	}
+	if al.Enforce == EnforceFile {
+		adj.AddMount(&api.Mount{Source: al.LedgerDir, Destination: l.LedgerContainer,
+			Type: "bind", Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	}
+}
+
+// addDevices gives the container its cards (through CDI where the host has
+// a spec for them), the control nodes and, in module mode, /dev/gpuslice.
+func (a *Agent) addDevices(adj *api.ContainerAdjustment, al state.Allocation) error {
+	var paths []string
+	cdi := 0
+	for _, v := range al.VGPUs {
+		c := a.byIdx[v.Card]
+		if a.opts.CDI != nil {
+			if name := a.opts.CDI(c); name != "" {
+				adj.AddCDIDevice(&api.CDIDevice{Name: name})
+				cdi++
+				continue
+			}
+		}
+		paths = append(paths, fmt.Sprintf("/dev/nvidia%d", c.Minor))
+	}
+	if cdi < len(al.VGPUs) {
+		// The CDI spec brings the control nodes with its devices.
+		paths = append(paths, nvidiaControlNodes...)
+	}
+	if al.Enforce == EnforceModule {
+		paths = append(paths, "/dev/gpuslice")
+	}
+	for _, p := range paths {
+		d, err := a.device(p)
+		if err != nil {
+			return err
+		}
+		adj.AddDevice(d)
+	}
+	return nil
+}
+
+// device describes the host's node for path (under the device root).
+func (a *Agent) device(path string) (*api.LinuxDevice, error) {
+	host := filepath.Join(a.opts.Layout.DeviceRoot, path)
+	var st syscall.Stat_t
+	if err := syscall.Stat(host, &st); err != nil {
+		what := "the NVIDIA driver"
+		if path == "/dev/gpuslice" {
+			what = "gpuslice.ko"
+		}
+		return nil, fmt.Errorf("device %s: %w (is %s loaded?)", host, err, what)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
+		return nil, fmt.Errorf("device %s is not a character device", host)
+	}
+	return &api.LinuxDevice{
+		Path:     path,
+		Type:     "c",
+		Major:    int64(unixMajor(st.Rdev)),
+		Minor:    int64(unixMinor(st.Rdev)),
+		FileMode: api.FileMode(0o666),
+		Uid:      api.UInt32(0),
+		Gid:      api.UInt32(0),
+	}, nil
+}
+
+// Linux's dev_t encoding (glibc's gnu_dev_major/minor).
+func unixMajor(dev uint64) uint32 {
+	return uint32((dev>>8)&0xfff) | uint32((dev>>32)&^0xfff)
+}
+
+func unixMinor(dev uint64) uint32 {
+	return uint32(dev&0xff) | uint32((dev>>12)&^0xff)
+}
+
+// makeLedgerDir creates the container's ledger directory (file mode),
+// writable by every user of the container: the shim creates the ledger
+// file in it on first use.
+func (a *Agent) makeLedgerDir(container string) (string, error) {
+	dir := filepath.Join(a.opts.Layout.LedgerRoot, container)
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("ledger directory: %w", err)
+	}
+	// 1777 like /tmp, set explicitly: MkdirAll is subject to the umask.
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		return "", fmt.Errorf("ledger directory: %w", err)
+	}
+	return dir, nil
+}
+
+func (a *Agent) removeLedgerDir(al state.Allocation) {
+	if al.LedgerDir == "" {
+		return
+	}
+	if err := os.RemoveAll(al.LedgerDir); err != nil {
+		a.opts.Log.Error("removing a ledger directory", "dir", al.LedgerDir, "error", err)
+	}
+}

@@ -1,0 +1,152 @@
+// Command gpuslice-nri is gpuslice's node agent: a containerd NRI plugin
+// that gives containers vGPUs from their annotations (see README.md).
+//
+// It runs either as an external plugin (a systemd service dialing the NRI
+// socket) or pre-registered, started by containerd from its NRI plugin
+// directory as NN-gpuslice-nri, which hands it its connection.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+
+	"github.com/gpuslice/gpuslice/nri-plugin/agent"
+	"github.com/gpuslice/gpuslice/pkg/config"
+	"github.com/gpuslice/gpuslice/pkg/kmod"
+	"github.com/gpuslice/gpuslice/pkg/placement"
+	"github.com/gpuslice/gpuslice/pkg/state"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(os.Args[1:], log); err != nil {
+		log.Error("gpuslice-nri: " + err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("gpuslice-nri", flag.ContinueOnError)
+	var cfg config.Config
+	cfg.BindFlags(fs)
+	name := fs.String("name", "gpuslice", "plugin name (external plugin)")
+	idx := fs.String("idx", "50", "plugin index, 00-99 (external plugin)")
+	socket := fs.String("nri-socket", "", "NRI socket to dial (external plugin; default containerd's)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cfg.Resolve(fs); err != nil {
+		return err
+	}
+	a, err := newAgent(&cfg, log)
+	if err != nil {
+		return err
+	}
+	// A request the agent fails to answer (timeout, lost connection)
+	// fails, rather than creating the container without its isolation.
+	opts := []stub.Option{stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: true, KeepConnected: true})}
+	if os.Getenv(api.PluginSocketEnvVar) == "" {
+		opts = append(opts, stub.WithPluginName(*name), stub.WithPluginIdx(*idx))
+		if *socket != "" {
+			opts = append(opts, stub.WithSocketPath(*socket))
+		}
+	}
+	s, err := stub.New(a, opts...)
+	if err != nil {
+		return fmt.Errorf("NRI: %w", err)
+	}
+	// Run returns when the runtime closes the connection (containerd
+	// stopped or restarted): exit and let the service manager restart us;
+	// the state file carries the allocations over.
+	if err := s.Run(context.Background()); err != nil {
+		return fmt.Errorf("NRI connection: %w", err)
+	}
+	return nil
+}
+
+// newAgent builds the agent from the configuration.
+func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, error) {
+	disc, err := cfg.Discoverer()
+	if err != nil {
+		return nil, err
+	}
+	found, err := disc.Cards()
+	if err != nil {
+		return nil, err
+	}
+	cards := make([]agent.Card, 0, len(found))
+	for _, c := range found {
+		policy, maxInst := cfg.CardSettings(c.Index)
+		cards = append(cards, agent.Card{Index: c.Index, UUID: c.UUID, Minor: c.Minor,
+			MemoryBytes: c.MemoryBytes, Policy: policy, MaxInst: maxInst})
+	}
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	strategy, err := placement.ParseStrategy(string(cfg.Placement))
+	if err != nil {
+		return nil, err
+	}
+	opts := agent.Options{Cards: cards, SliceNs: uint64(cfg.SliceMs) * 1e6,
+		Strategy: strategy, Store: store, Log: log,
+		Enforce: string(cfg.EffectiveEnforcement())}
+	if opts.Layout, err = layout(cfg); err != nil {
+		return nil, err
+	}
+	if opts.CDI, err = cdi(cfg, cards); err != nil {
+		return nil, err
+	}
+	if opts.Enforce == agent.EnforceModule {
+		if opts.Kmod, err = kmod.Open(filepath.Join(cfg.DeviceRoot, kmod.Device)); err != nil {
+			return nil, err
+		}
+		if opts.Layout.CgroupRoot, err = agent.CgroupV2Root(); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("gpuslice node agent", "cards", len(cards), "enforcement", opts.Enforce,
+		"placement", strategy, "state", store.Path())
+	return agent.New(opts)
+}
+
+func layout(cfg *config.Config) (agent.Layout, error) {
+	l := agent.Layout{ShimHost: cfg.Shim, ShimContainer: cfg.ShimMountPath,
+		LedgerRoot: cfg.LedgerDir, LedgerContainer: "/run/gpuslice/ledger",
+		DeviceRoot: cfg.DeviceRoot}
+	if _, err := os.Stat(cfg.Shim); err != nil {
+		return l, fmt.Errorf("shim: %w (install libgpuslice.so there or set shim in the config)", err)
+	}
+	if cfg.PreloadFile {
+		// A file naming the shim, mounted as the container's
+		// /etc/ld.so.preload: a scrubbed environment does not escape it.
+		l.PreloadHost = filepath.Join(cfg.StateDir, "ld.so.preload")
+		if err := os.WriteFile(l.PreloadHost, []byte(cfg.ShimMountPath+"\n"), 0o644); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+func cdi(cfg *config.Config, cards []agent.Card) (agent.CDIResolver, error) {
+	if cfg.CDI == config.CDINever {
+		return nil, nil
+	}
+	resolve, n := agent.CDISpecs(cfg.CDISpecDirs)
+	if cfg.CDI == config.CDIAlways {
+		if err := agent.RequireCDI(resolve, cards, cfg.CDISpecDirs); err != nil {
+			return nil, err
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return resolve, nil
+}
