@@ -27,6 +27,7 @@ c:
 
 go:
 	$(GO) build ./...
+	$(GO) build -o $(BUILD)/bin/gpuslice-nri ./nri-plugin
 
 ## kmod: gpuslice.ko, built out of tree into build/kmod/kmod-src/ against
 ## the newest installed Debian kernel headers (kmod/guest/deps.sh installs
