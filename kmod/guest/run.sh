@@ -122,6 +122,30 @@ if [ ${#failed[@]} -gt 0 ]; then
 	die "test programs failed to compile: ${failed[*]}"
 fi
 rm -f "$out/tests/"*.log
+# Go tests that need the module (tests/GO: "name package -test.run-regex"
+# a line): built static (CGO_ENABLED=0) as name.gotest, run by a wrapper
+# named name that turns go test's verdicts into GSTEST markers (a test
+# skipped in the guest counts as failed: it is here to run).
+if [ -f "$tests/GO" ]; then
+	root_dir=$(dirname "$kmod")
+	while read -r name pkg run; do
+		case "$name" in '' | '#'*) continue ;; esac
+		(cd "$root_dir" && CGO_ENABLED=0 go test -c -o "$out/tests/$name.gotest" "$pkg") ||
+			die "building the Go test $pkg for the guest failed"
+		cat >"$out/tests/$name" <<WRAP
+#!/bin/sh
+GPUSLICE_GUEST=1 /tests/$name.gotest -test.v -test.count=1 -test.timeout=100s -test.run '$run' >/tmp/$name.out 2>&1
+rc=\$?
+awk -v p=$name '{ print }
+	/^ *--- PASS: / { print "GSTEST " p " PASS " \$3 }
+	/^ *--- (FAIL|SKIP): / { print "GSTEST " p " FAIL " \$3 ": " \$2 " (see above)"; bad = 1 }
+	END { exit bad }' /tmp/$name.out || rc=1
+exit \$rc
+WRAP
+		chmod 0755 "$out/tests/$name"
+		progs+=("$name")
+	done <"$tests/GO"
+fi
 echo "kmod/guest/run.sh: built ${#progs[@]} test programs ($(since "$t0") s)" >&2
 
 # The run order: tests/ORDER (names, one a line; blank lines and # comments
@@ -178,7 +202,10 @@ while read -r a; do
 done < <("$busybox" --list-full)
 install -m 0755 "$here/init" "$root/init"
 install -m 0644 "$ko" "$root/gpuslice.ko"
-for p in "${order[@]}"; do install -m 0755 "$out/tests/$p" "$root/tests/$p"; done
+for p in "${order[@]}"; do
+	install -m 0755 "$out/tests/$p" "$root/tests/$p"
+	[ ! -f "$out/tests/$p.gotest" ] || install -m 0755 "$out/tests/$p.gotest" "$root/tests/$p.gotest"
+done
 cp "$out/ORDER" "$root/tests/ORDER"
 # The shim, the simulated driver and gstest (built by make c) with the C
 # library they load, for the tests that run CUDA programs in the guest

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuslice/gpuslice/pkg/kmod"
+)
+
+// TestGuestModuleMode runs the agent's module mode against the real
+// gpuslice.ko: kmod/guest runs it in its qemu guest (tests/GO), where the
+// module is loaded and cgroup v2 is at /sys/fs/cgroup.
+func TestGuestModuleMode(t *testing.T) {
+	if os.Getenv("GPUSLICE_GUEST") == "" {
+		t.Skip("needs gpuslice.ko: kmod/guest runs this test in its qemu guest")
+	}
+	n := newNode(t, EnforceModule, cards16(2, 4)...)
+	kc, err := kmod.Open("")
+	require.NoError(t, err)
+	defer kc.Close()
+	n.opts.Kmod = kc
+	n.opts.CgroupID = kmod.CgroupID
+	n.opts.Layout.CgroupRoot = "/sys/fs/cgroup"
+	n.restart(t)
+
+	// The runtime's cgroup for the container (cgroupfs driver).
+	dir := "/sys/fs/cgroup/gpuslice-agent/c1"
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Cleanup(func() { os.Remove(dir); os.Remove(filepath.Dir(dir)) })
+	c := ctr("c1")
+	c.Linux.CgroupsPath = "/gpuslice-agent/c1"
+
+	_, _, err = n.agent.CreateContainer(context.Background(), pod(map[string]string{
+		"gpuslice.io/gpu-memory": "256Mi", "gpuslice.io/gpu-cores": "25"}), c)
+	require.NoError(t, err)
+	require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), c))
+
+	al, ok := n.opts.Store.Get("c1")
+	require.True(t, ok)
+	require.Len(t, al.VGPUs, 1)
+	v := al.VGPUs[0]
+	cg, err := kmod.CgroupID(dir)
+	require.NoError(t, err)
+	s, err := kc.Stats(uint32(v.Card), uint32(v.KmodID))
+	require.NoError(t, err)
+	assert.Equal(t, kmod.VGPU{Card: uint32(v.Card), ID: uint32(v.KmodID), CgroupID: cg,
+		MemCap: 256 << 20, Quota: 25, Mode: kmod.ModeCompute}, s.Spec)
+	card, err := kc.GetCard(uint32(v.Card))
+	require.NoError(t, err)
+	assert.Equal(t, kmod.PolicyWeighted, card.Policy, "the agent configured the card")
+
+	// A process of the container finds its vGPU by its cgroup.
+	pid := []byte(strconv.Itoa(os.Getpid()))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cgroup.procs"), pid, 0))
+	cl, err := kmod.Open("")
+	require.NoError(t, err)
+	at, err := cl.Attach(uint32(v.Card))
+	require.NoError(t, os.WriteFile("/sys/fs/cgroup/cgroup.procs", pid, 0))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(256<<20), at.MemCap)
+	require.NoError(t, cl.Close())
+
+	// Removal destroys it in the module.
+	require.NoError(t, n.agent.RemoveContainer(context.Background(), pod(nil), c))
+	_, err = kc.Stats(uint32(v.Card), uint32(v.KmodID))
+	assert.ErrorIs(t, err, syscall.ENOENT)
+}
