@@ -104,6 +104,23 @@ func Open(dir string) (*Store, error) {
 	return s, nil
 }
 
+// Read loads the state in dir without changing anything: for observers
+// (tests, tools) while an agent owns the directory. Open would compact.
+func Read(dir string) (map[string]Allocation, error) {
+	s := &Store{dir: dir, allocs: map[string]*Allocation{}}
+	if err := s.loadSnapshot(); err != nil {
+		return nil, err
+	}
+	if err := s.replay(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]Allocation, len(s.allocs))
+	for id, a := range s.allocs {
+		out[id] = a.clone()
+	}
+	return out, nil
+}
+
 // Path is the snapshot's path.
 func (s *Store) Path() string { return filepath.Join(s.dir, FileName) }
 

@@ -105,6 +105,11 @@ func TestJournalReplay(t *testing.T) {
 	require.NoError(t, err)
 	f.Close()
 
+	// An observer reads the same without touching the files.
+	seen, err := Read(dir)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]Allocation{"b": alloc("b", 1)}, seen)
+
 	s2, err := Open(dir)
 	require.NoError(t, err)
 	all := s2.All()
