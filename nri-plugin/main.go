@@ -50,20 +50,22 @@ func run(args []string, log *slog.Logger) error {
 	if err := cfg.Resolve(fs); err != nil {
 		return err
 	}
-	a, err := newAgent(&cfg, log)
-	if err != nil {
-		return err
-	}
+	p := &plugin{cfg: &cfg, log: log}
 	// A request the agent fails to answer (timeout, lost connection)
 	// fails, rather than creating the container without its isolation.
 	opts := []stub.Option{stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: true, KeepConnected: true})}
 	if os.Getenv(api.PluginSocketEnvVar) == "" {
+		// External: the agent is built now, so that a bad configuration
+		// stops the service before it connects.
+		if err := p.build(""); err != nil {
+			return err
+		}
 		opts = append(opts, stub.WithPluginName(*name), stub.WithPluginIdx(*idx))
 		if *socket != "" {
 			opts = append(opts, stub.WithSocketPath(*socket))
 		}
 	}
-	s, err := stub.New(a, opts...)
+	s, err := stub.New(p, opts...)
 	if err != nil {
 		return fmt.Errorf("NRI: %w", err)
 	}
@@ -74,6 +76,64 @@ func run(args []string, log *slog.Logger) error {
 		return fmt.Errorf("NRI connection: %w", err)
 	}
 	return nil
+}
+
+// plugin is what the NRI stub drives: the agent, built at start-up
+// (external plugin) or when the runtime configures it (pre-registered,
+// where containerd may hand over the configuration from its NRI drop-in
+// directory, <plugin_config_path>/50-gpuslice-nri.conf).
+type plugin struct {
+	cfg *config.Config
+	log *slog.Logger
+	a   *agent.Agent
+}
+
+// build creates the agent; text, when not empty, is the configuration
+// (YAML, the file's format) and replaces the file's.
+func (p *plugin) build(text string) error {
+	if p.a != nil {
+		return nil
+	}
+	cfg := p.cfg
+	if text != "" {
+		c, err := config.Parse([]byte(text))
+		if err != nil {
+			return fmt.Errorf("the NRI drop-in configuration: %w", err)
+		}
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("the NRI drop-in configuration: %w", err)
+		}
+		cfg = &c
+	}
+	a, err := newAgent(cfg, p.log)
+	if err != nil {
+		return err
+	}
+	p.a = a
+	return nil
+}
+
+// Configure builds the agent if it is not built yet; 0 subscribes to the
+// events of the handlers below.
+func (p *plugin) Configure(_ context.Context, text, runtime, version string) (api.EventMask, error) {
+	p.log.Info("configured by the runtime", "runtime", runtime, "version", version)
+	return 0, p.build(text)
+}
+
+func (p *plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	return p.a.Synchronize(ctx, pods, ctrs)
+}
+
+func (p *plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	return p.a.CreateContainer(ctx, pod, ctr)
+}
+
+func (p *plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	return p.a.StartContainer(ctx, pod, ctr)
+}
+
+func (p *plugin) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	return p.a.RemoveContainer(ctx, pod, ctr)
 }
 
 // newAgent builds the agent from the configuration.

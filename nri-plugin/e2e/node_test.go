@@ -126,19 +126,7 @@ func startNode(t *testing.T, cfg nodeConfig) *node {
 		ledgerDir: filepath.Join(dir, "ledger"),
 		hostDev:   map[string]string{},
 	}
-	if err := os.MkdirAll(filepath.Join(n.devRoot, "dev"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range hostNodes {
-		var st unix.Stat_t
-		if err := unix.Stat(d.like, &st); err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Mknod(filepath.Join(n.devRoot, d.path), unix.S_IFCHR|0o666, int(st.Rdev)); err != nil {
-			t.Fatalf("mknod %s: %v", d.path, err)
-		}
-		n.hostDev[d.path] = fmt.Sprintf("%x:%x", unix.Major(st.Rdev), unix.Minor(st.Rdev))
-	}
+	n.hostDev = makeDevRoot(t, n.devRoot)
 	config := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(config, []byte("# gpuslice e2e: the flags say it all\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -158,6 +146,28 @@ func startNode(t *testing.T, cfg nodeConfig) *node {
 	}, cfg.args...)
 	n.startAgent()
 	return n
+}
+
+// makeDevRoot makes the scratch device root: real character nodes, each
+// with the numbers of a different host node (hostNodes); it returns each
+// path's "major:minor" (hex).
+func makeDevRoot(t *testing.T, root string) map[string]string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	devs := map[string]string{}
+	for _, d := range hostNodes {
+		var st unix.Stat_t
+		if err := unix.Stat(d.like, &st); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mknod(filepath.Join(root, d.path), unix.S_IFCHR|0o666, int(st.Rdev)); err != nil {
+			t.Fatalf("mknod %s: %v", d.path, err)
+		}
+		devs[d.path] = fmt.Sprintf("%x:%x", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	return devs
 }
 
 // startAgent starts an agent process and waits until containerd has
