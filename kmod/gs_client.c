@@ -149,6 +149,28 @@ static void gs_charge_reply(const struct gs_kvgpu *kv,
 	arg->mem_cap = READ_ONCE(kv->mem_cap);
 }
 
+/*
+ * The attachment a CHARGE, UNCHARGE or MEMINFO acts on, or NULL with *err;
+ * live: the vGPU must not have been destroyed (uncharging one still works).
+ */
+static struct gs_attach *gs_mem_target(struct gs_client *cl,
+				       const struct gpuslice_charge *arg,
+				       bool live, int *err)
+{
+	struct gs_attach *att;
+
+	if (arg->pad) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	att = gs_attached(cl, arg->card, err);
+	if (att && live && READ_ONCE(att->kv->dead)) {
+		*err = -ENODEV;
+		return NULL;
+	}
+	return att;
+}
+
 int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg)
 {
 	struct gs_attach *att;
@@ -156,14 +178,10 @@ int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg)
 	s64 old, cap;
 	int err;
 
-	if (arg->pad)
-		return -EINVAL;
-	att = gs_attached(cl, arg->card, &err);
+	att = gs_mem_target(cl, arg, true, &err);
 	if (!att)
 		return err;
 	kv = att->kv;
-	if (READ_ONCE(kv->dead))
-		return -ENODEV;
 	cap = READ_ONCE(kv->mem_cap);
 	old = atomic64_read(&kv->mem_used);
 	do {
@@ -184,9 +202,7 @@ int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg)
 	s64 old, take;
 	int err;
 
-	if (arg->pad)
-		return -EINVAL;
-	att = gs_attached(cl, arg->card, &err);
+	att = gs_mem_target(cl, arg, false, &err);
 	if (!att)
 		return err;
 	/* Only what this file charged: no process can free another's bytes. */
@@ -204,13 +220,9 @@ int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg)
 	struct gs_attach *att;
 	int err;
 
-	if (arg->pad)
-		return -EINVAL;
-	att = gs_attached(cl, arg->card, &err);
+	att = gs_mem_target(cl, arg, true, &err);
 	if (!att)
 		return err;
-	if (READ_ONCE(att->kv->dead))
-		return -ENODEV;
 	gs_charge_reply(att->kv, arg);
 	return 0;
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"syscall"
+	"testing"
 )
 
 // Root is the repository's root directory.
@@ -65,4 +66,15 @@ func SimEnv(state string, memMiB int) []string {
 		"SIMCUDA_STATE="+state,
 		fmt.Sprintf("SIMCUDA_MEM_MIB=%d", memMiB),
 	)
+}
+
+// InGuest skips a test outside the qemu guest of kmod/guest, which runs it
+// against the real gpuslice.ko (kmod/guest/tests/GO lists such tests): no
+// host kernel here can load the module, and inside the guest the test is
+// never skipped (the guest counts a skip as a failure).
+func InGuest(t *testing.T) {
+	t.Helper()
+	if os.Getenv("GPUSLICE_GUEST") == "" {
+		t.Skip("needs gpuslice.ko: kmod/guest runs this test in its qemu guest")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuslice/gpuslice/internal/testenv"
 	"github.com/gpuslice/gpuslice/pkg/kmod"
 )
 
@@ -18,9 +19,7 @@ import (
 // gpuslice.ko: kmod/guest runs it in its qemu guest (tests/GO), where the
 // module is loaded and cgroup v2 is at /sys/fs/cgroup.
 func TestGuestModuleMode(t *testing.T) {
-	if os.Getenv("GPUSLICE_GUEST") == "" {
-		t.Skip("needs gpuslice.ko: kmod/guest runs this test in its qemu guest")
-	}
+	testenv.InGuest(t)
 	n := newNode(t, EnforceModule, cards16(2, 4)...)
 	kc, err := kmod.Open("")
 	require.NoError(t, err)

@@ -8,18 +8,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gpuslice/gpuslice/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// inGuest skips outside the qemu guest of kmod/guest, which runs these
-// tests against the real gpuslice.ko (tests/GO there): no host kernel here
-// can load the module.
-func inGuest(t *testing.T) {
-	if os.Getenv("GPUSLICE_GUEST") == "" {
-		t.Skip("needs gpuslice.ko: kmod/guest runs this test in its qemu guest")
-	}
-}
 
 // cgroup makes a cgroup v2 directory for the test and returns its id.
 func cgroup(t *testing.T, name string) (string, uint64) {
@@ -40,7 +32,7 @@ func enter(t *testing.T, dir string) {
 }
 
 func TestGuestAdminCalls(t *testing.T) {
-	inGuest(t)
+	testenv.InGuest(t)
 	c, err := Open("")
 	require.NoError(t, err)
 	defer c.Close()
@@ -85,7 +77,7 @@ func TestGuestAdminCalls(t *testing.T) {
 
 // A process in the vGPU's cgroup attaches and is held to the cap.
 func TestGuestClientCalls(t *testing.T) {
-	inGuest(t)
+	testenv.InGuest(t)
 	c, err := Open("")
 	require.NoError(t, err)
 	defer c.Close()
