@@ -22,6 +22,7 @@ import (
 	"github.com/gpuslice/gpuslice/pkg/config"
 	"github.com/gpuslice/gpuslice/pkg/kmod"
 	"github.com/gpuslice/gpuslice/pkg/placement"
+	"github.com/gpuslice/gpuslice/pkg/quota"
 	"github.com/gpuslice/gpuslice/pkg/state"
 )
 
@@ -55,11 +56,7 @@ func run(args []string, log *slog.Logger) error {
 	// fails, rather than creating the container without its isolation.
 	opts := []stub.Option{stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: true, KeepConnected: true})}
 	if os.Getenv(api.PluginSocketEnvVar) == "" {
-		// External: the agent is built now, so that a bad configuration
-		// stops the service before it connects.
-		if err := p.build(""); err != nil {
-			return err
-		}
+		p.build("")
 		opts = append(opts, stub.WithPluginName(*name), stub.WithPluginIdx(*idx))
 		if *socket != "" {
 			opts = append(opts, stub.WithSocketPath(*socket))
@@ -82,57 +79,92 @@ func run(args []string, log *slog.Logger) error {
 // (external plugin) or when the runtime configures it (pre-registered,
 // where containerd may hand over the configuration from its NRI drop-in
 // directory, <plugin_config_path>/50-gpuslice-nri.conf).
+//
+// An agent that cannot be built (no cards found, a corrupt state file, the
+// module refusing the cards' settings) stays registered and refuses every
+// container that asks for a vGPU, with the reason: exiting instead would
+// let the runtime create those containers without their isolation.
 type plugin struct {
-	cfg *config.Config
-	log *slog.Logger
-	a   *agent.Agent
+	cfg    *config.Config
+	log    *slog.Logger
+	a      *agent.Agent
+	broken error
 }
 
 // build creates the agent; text, when not empty, is the configuration
 // (YAML, the file's format) and replaces the file's.
-func (p *plugin) build(text string) error {
+func (p *plugin) build(text string) {
 	if p.a != nil {
-		return nil
+		return
 	}
+	a, err := p.newAgent(text)
+	if err != nil {
+		p.broken = err
+		p.log.Error("the agent cannot work; containers asking for a vGPU are refused", "error", err)
+		return
+	}
+	p.a, p.broken = a, nil
+}
+
+func (p *plugin) newAgent(text string) (*agent.Agent, error) {
 	cfg := p.cfg
 	if text != "" {
 		c, err := config.Parse([]byte(text))
-		if err != nil {
-			return fmt.Errorf("the NRI drop-in configuration: %w", err)
+		if err == nil {
+			err = c.Validate()
 		}
-		if err := c.Validate(); err != nil {
-			return fmt.Errorf("the NRI drop-in configuration: %w", err)
+		if err != nil {
+			return nil, fmt.Errorf("the NRI drop-in configuration: %w", err)
 		}
 		cfg = &c
 	}
-	a, err := newAgent(cfg, p.log)
-	if err != nil {
-		return err
-	}
-	p.a = a
-	return nil
+	return newAgent(cfg, p.log)
 }
 
 // Configure builds the agent if it is not built yet; 0 subscribes to the
 // events of the handlers below.
 func (p *plugin) Configure(_ context.Context, text, runtime, version string) (api.EventMask, error) {
 	p.log.Info("configured by the runtime", "runtime", runtime, "version", version)
-	return 0, p.build(text)
+	p.build(text)
+	return 0, nil
 }
 
 func (p *plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	if p.a == nil {
+		return nil, nil
+	}
 	return p.a.Synchronize(ctx, pods, ctrs)
 }
 
 func (p *plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	if p.a == nil {
+		req, err := quota.Parse(pod.GetAnnotations(), ctr.GetName(), ctr.GetAnnotations())
+		if req == nil && err == nil {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("gpuslice: the node agent cannot work (%v): containers asking for a vGPU are refused until it is fixed", p.broken)
+	}
 	return p.a.CreateContainer(ctx, pod, ctr)
 }
 
 func (p *plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	if p.a == nil {
+		return nil
+	}
 	return p.a.StartContainer(ctx, pod, ctr)
 }
 
+func (p *plugin) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	if p.a == nil {
+		return nil, nil
+	}
+	return p.a.StopContainer(ctx, pod, ctr)
+}
+
 func (p *plugin) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	if p.a == nil {
+		return nil
+	}
 	return p.a.RemoveContainer(ctx, pod, ctr)
 }
 

@@ -177,6 +177,10 @@ func unixMinor(dev uint64) uint32 {
 // writable by every user of the container: the shim creates the ledger
 // file in it on first use.
 func (a *Agent) makeLedgerDir(container string) (string, error) {
+	// The id names a directory the agent later removes as root.
+	if !validID(container) {
+		return "", fmt.Errorf("container id %q: want letters, digits, '-', '_' or '.'", container)
+	}
 	dir := filepath.Join(a.opts.Layout.LedgerRoot, container)
 	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 		return "", fmt.Errorf("ledger directory: %w", err)
@@ -195,4 +199,20 @@ func (a *Agent) removeLedgerDir(al state.Allocation) {
 	if err := os.RemoveAll(al.LedgerDir); err != nil {
 		a.opts.Log.Error("removing a ledger directory", "dir", al.LedgerDir, "error", err)
 	}
+}
+
+// validID accepts runtime container ids (containerd's are 64 hex digits)
+// and nothing that could leave the ledger root.
+func validID(id string) bool {
+	if id == "" || id == "." || id == ".." || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '-' || r == '_' || r == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -84,7 +84,12 @@ func New(opts Options) (*Agent, error) {
 			return nil, errors.New("agent: module mode without gpuslice.ko")
 		}
 	case EnforceFile:
-		if err := os.MkdirAll(opts.Layout.LedgerRoot, 0o755); err != nil {
+		// 0700: containers reach their own directory through its bind
+		// mount; nobody on the host but root reaches any.
+		if err := os.MkdirAll(opts.Layout.LedgerRoot, 0o700); err != nil {
+			return nil, fmt.Errorf("agent: ledger directory: %w", err)
+		}
+		if err := os.Chmod(opts.Layout.LedgerRoot, 0o700); err != nil {
 			return nil, fmt.Errorf("agent: ledger directory: %w", err)
 		}
 	default:
@@ -198,14 +203,27 @@ func (a *Agent) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	return nil
 }
 
-// RemoveContainer releases what the container held.
+// StopContainer releases what the container held: a CRI container never
+// runs again once stopped (its restart is a new container), and the
+// kubelet keeps exited containers around long after, which must not pin
+// their cards' capacity.
+func (a *Agent) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	a.releaseID(ctr.GetId())
+	return nil, nil
+}
+
+// RemoveContainer releases what the container held, if its stop did not.
 func (a *Agent) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	a.releaseID(ctr.GetId())
+	return nil
+}
+
+func (a *Agent) releaseID(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if al, ok := a.opts.Store.Get(ctr.GetId()); ok {
+	if al, ok := a.opts.Store.Get(id); ok {
 		a.release(al)
 	}
-	return nil
 }
 
 // Synchronize reconciles the state with the containers the runtime has:
@@ -214,22 +232,44 @@ func (a *Agent) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.C
 func (a *Agent) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	live := map[string]bool{}
+	live := map[string]*api.Container{}
 	for _, c := range ctrs {
-		live[c.GetId()] = true
+		live[c.GetId()] = c
 	}
 	kept := 0
 	for _, al := range a.opts.Store.All() {
-		if live[al.Container] {
-			kept++
+		c, ok := live[al.Container]
+		if !ok {
+			a.opts.Log.Info("releasing the vGPUs of a container gone while the agent was away",
+				"pod", al.Namespace+"/"+al.Pod, "container", al.Name, "id", al.Container)
+			a.release(al)
 			continue
 		}
-		a.opts.Log.Info("releasing the vGPUs of a container removed while the agent was away",
-			"pod", al.Namespace+"/"+al.Pod, "container", al.Name, "id", al.Container)
-		a.release(al)
+		kept++
+		a.bindStarted(al, c)
+	}
+	if a.opts.Enforce == EnforceModule {
+		a.reconcileKernel()
 	}
 	a.opts.Log.Info("synchronized", "containers", len(ctrs), "allocations", kept)
 	return nil, nil
+}
+
+// bindStarted binds (module mode) a container that started while the
+// agent was away, so its StartContainer never reached the agent.
+func (a *Agent) bindStarted(al state.Allocation, c *api.Container) {
+	if al.Enforce != EnforceModule || c.GetState() != api.ContainerState_CONTAINER_RUNNING {
+		return
+	}
+	for _, v := range al.VGPUs {
+		if v.KmodID < 0 {
+			if err := a.bind(&al, c.GetLinux().GetCgroupsPath()); err != nil {
+				a.opts.Log.Error("binding a container started while the agent was away",
+					"id", al.Container, "error", err)
+			}
+			return
+		}
+	}
 }
 
 // release undoes an allocation: the module's vGPUs, the ledger directory,

@@ -63,6 +63,9 @@ func newNode(t testing.TB, enforce string, cards ...Card) *testNode {
 // restart is a new agent process over the same state, as after a crash.
 func (n *testNode) restart(t testing.TB) {
 	t.Helper()
+	if n.opts.Store != nil {
+		n.opts.Store.Close() // the old agent is gone, and its lock with it
+	}
 	store, err := state.Open(filepath.Join(n.dir, "state"))
 	require.NoError(t, err)
 	n.opts.Store = store
@@ -273,4 +276,33 @@ func TestRestartAndReconcile(t *testing.T) {
 	adj, err = n.create(t, "d", ann)
 	require.NoError(t, err)
 	assert.Equal(t, "1", env(adj)["GPU_IDX"])
+}
+
+// A stopped container never runs again (CRI restarts are new containers):
+// its vGPU is released at once, not when the kubelet removes it.
+func TestStopReleases(t *testing.T) {
+	n := newNode(t, EnforceFile, cards16(1, 1)...)
+	ann := map[string]string{"gpuslice.io/gpu-memory": "16Gi"}
+	_, err := n.create(t, "c1", ann)
+	require.NoError(t, err)
+	_, err = n.create(t, "c2", ann)
+	require.Error(t, err, "the card is full")
+	upd, err := n.agent.StopContainer(context.Background(), pod(nil), ctr("c1"))
+	require.NoError(t, err)
+	assert.Nil(t, upd)
+	_, err = n.create(t, "c2", ann)
+	require.NoError(t, err, "the restart's new container fits")
+	require.NoError(t, n.agent.RemoveContainer(context.Background(), pod(nil), ctr("c1")), "removal after stop")
+	assert.Len(t, n.opts.Store.All(), 1)
+}
+
+func TestLedgerRootIsPrivateAndIDsChecked(t *testing.T) {
+	n := newNode(t, EnforceFile, cards16(1, 1)...)
+	st, err := os.Stat(n.opts.Layout.LedgerRoot)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o700, st.Mode())
+	_, _, err = n.agent.CreateContainer(context.Background(),
+		pod(map[string]string{"gpuslice.io/gpu-memory": "1Gi"}), ctr("../escape"))
+	require.Error(t, err)
+	assert.Empty(t, n.opts.Store.All())
 }

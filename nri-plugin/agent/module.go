@@ -18,6 +18,35 @@ type KmodAdmin interface {
 	SetCard(kmod.Card) error
 	CreateVGPU(kmod.VGPU) (uint32, error)
 	DestroyVGPU(card, id uint32) error
+	Stats(card, id uint32) (kmod.VGPUStats, error)
+}
+
+// reconcileKernel destroys the vGPUs the module has on the agent's cards
+// that no allocation records: left by an agent killed between creating a
+// vGPU and recording it, they would hold the card's mode and units.
+func (a *Agent) reconcileKernel() {
+	known := map[[2]int]bool{}
+	a.opts.Store.EachVGPU(func(_ string, v state.VGPU) {
+		if v.KmodID >= 0 {
+			known[[2]int{v.Card, v.KmodID}] = true
+		}
+	})
+	for _, c := range a.opts.Cards {
+		for id := 0; id < kmod.MaxVGPUs; id++ {
+			if known[[2]int{c.Index, id}] {
+				continue
+			}
+			s, err := a.opts.Kmod.Stats(uint32(c.Index), uint32(id))
+			if err != nil {
+				continue // ENOENT: no such vGPU
+			}
+			a.opts.Log.Warn("destroying a vGPU no allocation records", "card", c.Index,
+				"id", id, "cgroup", s.Spec.CgroupID)
+			if err := a.opts.Kmod.DestroyVGPU(uint32(c.Index), uint32(id)); err != nil {
+				a.opts.Log.Error("destroying an unrecorded vGPU", "card", c.Index, "id", id, "error", err)
+			}
+		}
+	}
 }
 
 // configureCards sets every card's policy, max_inst and slice length. The

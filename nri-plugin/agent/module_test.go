@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -64,6 +65,16 @@ func (f *fakeKmod) DestroyVGPU(card, id uint32) error {
 	}
 	delete(f.vgpus, [2]uint32{card, id})
 	return nil
+}
+
+func (f *fakeKmod) Stats(card, id uint32) (kmod.VGPUStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.vgpus[[2]uint32{card, id}]
+	if !ok {
+		return kmod.VGPUStats{}, &kmod.Error{Op: "read vGPU", Errno: syscall.ENOENT}
+	}
+	return kmod.VGPUStats{Card: card, ID: id, Spec: v}, nil
 }
 
 func (f *fakeKmod) list() []kmod.VGPU {
@@ -179,4 +190,29 @@ func TestCgroupDir(t *testing.T) {
 		require.NoError(t, err, tc.path)
 		assert.Equal(t, tc.want, got, tc.path)
 	}
+}
+
+// After a restart, Synchronize binds a container that started while the
+// agent was away, and destroys the module's vGPUs no allocation records
+// (an agent killed between creating one and recording it).
+func TestSynchronizeRepairsTheModule(t *testing.T) {
+	n := newNode(t, EnforceModule, cards16(1, 1)...)
+	fk := n.opts.Kmod.(*fakeKmod)
+	_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-cores": "10"})
+	require.NoError(t, err)
+	n.cgroup(t, "c1")
+	stray, err := fk.CreateVGPU(kmod.VGPU{Card: 0, CgroupID: 99, MemCap: 1, Quota: 5, Mode: kmod.ModeCompute})
+	require.NoError(t, err)
+
+	n.restart(t)
+	running := ctr("c1")
+	running.State = api.ContainerState_CONTAINER_RUNNING
+	_, err = n.agent.Synchronize(context.Background(), nil, []*api.Container{running})
+	require.NoError(t, err)
+	vs := fk.list()
+	require.Len(t, vs, 1, "the stray vGPU is gone, c1's is there")
+	assert.NotEqual(t, stray, vs[0].ID)
+	assert.Equal(t, uint64(1<<30), vs[0].MemCap)
+	al, _ := n.opts.Store.Get("c1")
+	assert.Equal(t, int(vs[0].ID), al.VGPUs[0].KmodID)
 }

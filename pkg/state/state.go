@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -34,6 +35,7 @@ import (
 const (
 	FileName    = "allocations.json" // the snapshot
 	JournalName = "allocations.log"  // the changes since the snapshot
+	LockName    = "lock"             // flock: one agent per directory
 )
 
 // formatVersion is the layout of the snapshot; bump it on incompatible changes.
@@ -81,7 +83,8 @@ type Store struct {
 	dir     string
 	allocs  map[string]*Allocation
 	journal *os.File
-	records int // lines in the journal
+	records int      // lines in the journal
+	lockf   *os.File // holds the directory's flock
 }
 
 // Open loads the state in dir (creating dir), or starts empty when there
@@ -92,33 +95,79 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("state: %w", err)
 	}
 	s := &Store{dir: dir, allocs: map[string]*Allocation{}}
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
 	if err := s.loadSnapshot(); err != nil {
+		s.unlock()
 		return nil, err
 	}
 	if err := s.replay(); err != nil {
+		s.unlock()
 		return nil, err
 	}
 	if err := s.compact(); err != nil {
+		s.unlock()
 		return nil, err
 	}
 	return s, nil
 }
 
+// lock takes the directory for this store alone (two agents, say a
+// service and a pre-registered plugin, would interleave their journals).
+func (s *Store) lock() error {
+	f, err := os.OpenFile(filepath.Join(s.dir, LockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("state: %s is in use by another agent (%v): run one gpuslice-nri per node", s.dir, err)
+	}
+	s.lockf = f
+	return nil
+}
+
+func (s *Store) unlock() {
+	if s.lockf != nil {
+		s.lockf.Close()
+		s.lockf = nil
+	}
+}
+
 // Read loads the state in dir without changing anything: for observers
 // (tests, tools) while an agent owns the directory. Open would compact.
 func Read(dir string) (map[string]Allocation, error) {
-	s := &Store{dir: dir, allocs: map[string]*Allocation{}}
-	if err := s.loadSnapshot(); err != nil {
-		return nil, err
-	}
-	if err := s.replay(); err != nil {
-		return nil, err
+	var s *Store
+	for try := 0; ; try++ {
+		before := snapshotID(dir)
+		s = &Store{dir: dir, allocs: map[string]*Allocation{}}
+		if err := s.loadSnapshot(); err != nil {
+			return nil, err
+		}
+		if err := s.replay(); err != nil {
+			return nil, err
+		}
+		// A compaction between the two reads replaced the snapshot and
+		// emptied the journal: read again.
+		if snapshotID(dir) == before || try == 100 {
+			break
+		}
 	}
 	out := make(map[string]Allocation, len(s.allocs))
 	for id, a := range s.allocs {
 		out[id] = a.clone()
 	}
 	return out, nil
+}
+
+// snapshotID tells one snapshot file from the next (a rename replaces it).
+func snapshotID(dir string) uint64 {
+	var st syscall.Stat_t
+	if syscall.Stat(filepath.Join(dir, FileName), &st) != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // Path is the snapshot's path.
@@ -230,6 +279,7 @@ func writeAtomic(path string, b []byte) error {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.unlock()
 	if s.journal == nil {
 		return nil
 	}
@@ -304,24 +354,22 @@ func (s *Store) commit(rec record) error {
 		return errors.New("state: the store is closed")
 	}
 	if _, err := s.journal.Write(append(line, '\n')); err != nil {
-		// A partial line would tear the journal: start it afresh.
-		s.compactOrBreak()
+		// A partial line would tear the journal: start it afresh; if
+		// even that fails, refuse changes rather than risk a journal
+		// that does not replay.
+		if cerr := s.compact(); cerr != nil && s.journal != nil {
+			s.journal.Close()
+			s.journal = nil
+		}
 		return fmt.Errorf("state: writing %s: %w", s.journalPath(), err)
 	}
 	s.apply(rec)
 	if s.records++; s.records > 64+2*len(s.allocs) {
-		s.compactOrBreak()
+		// The journal is intact: a failed compaction (a full disk, say)
+		// only means trying again at the next change.
+		_ = s.compact()
 	}
 	return nil
-}
-
-// compactOrBreak compacts; if even that fails, the store refuses changes
-// rather than risk a journal that does not replay.
-func (s *Store) compactOrBreak() {
-	if err := s.compact(); err != nil && s.journal != nil {
-		s.journal.Close()
-		s.journal = nil
-	}
 }
 
 func (a Allocation) clone() Allocation {

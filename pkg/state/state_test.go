@@ -31,6 +31,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	require.NoError(t, s.Delete("never-there"))
 
 	// A new agent reads exactly what the old one left.
+	require.NoError(t, s.Close()) // the agent is gone, its lock with it
 	s2, err := Open(dir)
 	require.NoError(t, err)
 	all := s2.All()
@@ -50,7 +51,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{FileName, JournalName}, names)
+	assert.Equal(t, []string{FileName, JournalName, LockName}, names)
 }
 
 // Callers get copies: changing one does not change the store.
@@ -84,6 +85,7 @@ func TestWriteFailureKeepsState(t *testing.T) {
 	assert.Equal(t, "a", all[0].Container)
 	// The failure compacted the journal afresh: the store goes on.
 	require.NoError(t, s.Put(alloc("c", 1)))
+	require.NoError(t, s.Close()) // the agent is gone, its lock with it
 	s2, err := Open(dir)
 	require.NoError(t, err)
 	assert.Len(t, s2.All(), 2)
@@ -110,6 +112,7 @@ func TestJournalReplay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]Allocation{"b": alloc("b", 1)}, seen)
 
+	require.NoError(t, s.Close()) // the agent is gone, its lock with it
 	s2, err := Open(dir)
 	require.NoError(t, err)
 	all := s2.All()
@@ -142,6 +145,7 @@ func TestCompaction(t *testing.T) {
 		require.NoError(t, s.Delete("b"))
 	}
 	assert.LessOrEqual(t, s.records, 64+2*len(s.allocs))
+	require.NoError(t, s.Close()) // the agent is gone, its lock with it
 	s2, err := Open(dir)
 	require.NoError(t, err)
 	all := s2.All()
@@ -165,4 +169,18 @@ func TestCorruptFileIsAnError(t *testing.T) {
 			assert.Contains(t, err.Error(), filepath.Join(dir, FileName))
 		})
 	}
+}
+
+// One agent per state directory: a second one is refused, with the reason.
+func TestOneStorePerDirectory(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	require.NoError(t, err)
+	_, err = Open(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "in use by another agent")
+	require.NoError(t, s.Close())
+	s2, err := Open(dir)
+	require.NoError(t, err)
+	require.NoError(t, s2.Close())
 }
