@@ -256,18 +256,92 @@ func Place(cards []Card, placed []VGPU, req *quota.Request, s Strategy) ([]Place
 			}
 		}
 	}
+	base := slices.Clone(us)
 	for _, i := range order {
-		c := req.Cards[i]
 		at, err := pick(us, taken, req, i, s)
 		if err != nil {
+			// Greedy order can strand a later card of the request where
+			// another assignment fits them all: search, and keep the
+			// greedy refusal (it names the card that did not fit).
+			if len(order) > 1 {
+				if found := search(base, req, order, s); found != nil {
+					return found, nil
+				}
+			}
 			return nil, err
 		}
-		mode, _ := ModeOn(us[at].Card.Policy, c.Cores)
-		out[i] = Placement{Card: us[at].Card.Index, Mode: mode, MemoryBytes: c.MemoryBytes, Cores: c.Cores}
-		taken[at] = true
-		us[at].add(VGPU{Card: out[i].Card, MemoryBytes: c.MemoryBytes, Cores: c.Cores, Priority: req.Priority, Mode: mode})
+		out[i] = assign(us, taken, at, req, i)
 	}
 	return out, nil
+}
+
+// assign records req.Cards[i] on the card at position at of us.
+func assign(us []Usage, taken []bool, at int, req *quota.Request, i int) Placement {
+	c := req.Cards[i]
+	mode, _ := ModeOn(us[at].Card.Policy, c.Cores)
+	taken[at] = true
+	us[at].add(VGPU{Card: us[at].Card.Index, MemoryBytes: c.MemoryBytes, Cores: c.Cores, Priority: req.Priority, Mode: mode})
+	return Placement{Card: us[at].Card.Index, Mode: mode, MemoryBytes: c.MemoryBytes, Cores: c.Cores}
+}
+
+// searchBudget bounds the backtracking (16 cards of a request over 32
+// cards could otherwise take long); past it the greedy refusal stands.
+const searchBudget = 20000
+
+// search places every card of req by depth-first search over the
+// feasible cards of each, tried in the strategy's order; nil when none
+// fits within the budget.
+func search(base []Usage, req *quota.Request, order []int, s Strategy) []Placement {
+	us := slices.Clone(base)
+	taken := make([]bool, len(us))
+	out := make([]Placement, len(req.Cards))
+	budget := searchBudget
+	var try func(k int) bool
+	try = func(k int) bool {
+		if k == len(order) {
+			return true
+		}
+		i := order[k]
+		for _, at := range candidates(us, taken, req, i, s) {
+			if budget--; budget < 0 {
+				return false
+			}
+			saved := us[at]
+			out[i] = assign(us, taken, at, req, i)
+			if try(k + 1) {
+				return true
+			}
+			us[at], taken[at] = saved, false
+		}
+		return false
+	}
+	if try(0) {
+		return out
+	}
+	return nil
+}
+
+// candidates are the positions in us that can take req.Cards[item], best
+// first for the strategy.
+func candidates(us []Usage, taken []bool, req *quota.Request, item int, s Strategy) []int {
+	c := req.Cards[item]
+	var out []int
+	for i, u := range us {
+		if !taken[i] && (c.Index < 0 || u.Card.Index == c.Index) && refuse(u, req.Priority, c) == 0 {
+			out = append(out, i)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b int) int {
+		fa, fb := us[a].FreeBytes(), us[b].FreeBytes()
+		switch {
+		case fa == fb:
+			return us[a].Card.Index - us[b].Card.Index
+		case (s == Binpack) == (fa < fb):
+			return -1
+		}
+		return 1
+	})
+	return out
 }
 
 // pick returns the position in us of the card for req.Cards[item].

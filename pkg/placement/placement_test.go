@@ -345,3 +345,33 @@ func TestPlaceFillsACard(t *testing.T) {
 	u := Usages(cs, placed)[0]
 	assert.Equal(t, Usage{Card: cs[0], Mode: Compute, VGPUs: 20, MemoryBytes: 10 * gi, Cores: 100, Units: 20}, u)
 }
+
+// Several cards in one request: where the greedy order strands a later
+// card, the search finds the assignment that fits them all.
+func TestPlaceSearchesMultiCard(t *testing.T) {
+	tests := []struct {
+		name   string
+		s      Strategy
+		placed []VGPU
+		ann    a
+		want   []Placement
+	}{
+		{"spread: the big card first would not fit", Spread,
+			[]VGPU{mem(0, 4), mem(1, 11)}, a{"memory": "4Gi,10Gi"},
+			[]Placement{on(1, Memory, 4, 0), on(0, Memory, 10, 0)}},
+		{"binpack: cores decide", Binpack,
+			[]VGPU{cmp(0, 6, 45), cmp(1, 11, 10)}, a{"memory": "1Gi,1Gi", "cores": "50,60"},
+			[]Placement{on(0, Compute, 1, 50), on(1, Compute, 1, 60)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Place(cards(2, PolicyFixed, 20), tc.placed, parse(t, tc.ann), tc.s)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	// Nothing fits: the greedy refusal, naming the card that did not fit.
+	_, err := Place(cards(2, PolicyFixed, 20), []VGPU{mem(0, 10), mem(1, 11)}, parse(t, a{"memory": "6Gi,6Gi"}), Spread)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "gpuslice.io/gpu-memory")
+}
