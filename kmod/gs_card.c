@@ -48,12 +48,20 @@ static void gs_page_publish(struct gs_kcard *card)
 	struct gpuslice_sched_page *p = card->page;
 	bool gated = gs_card_gated(card);
 
+	/* Ungated: all may run, unless the card has no vGPU (none may). */
+	s32 owner = card->nvgpus ? GPUSLICE_OWNER_ALL : GPUSLICE_OWNER_NONE;
+	u64 end = card->nvgpus ? U64_MAX : 0;
+
+	if (gated) {
+		owner = gs_owner(&card->core);
+		end = gs_slice_end(&card->core);
+	}
 	WRITE_ONCE(p->seq, p->seq + 1);
 	/* Readers see the odd count before any field changes. */
 	smp_wmb();
-	WRITE_ONCE(p->owner, gated ? gs_owner(&card->core) : GPUSLICE_OWNER_ALL);
+	WRITE_ONCE(p->owner, owner);
 	WRITE_ONCE(p->slice_start_ns, card->core.slice_start);
-	WRITE_ONCE(p->slice_end_ns, gated ? gs_slice_end(&card->core) : U64_MAX);
+	WRITE_ONCE(p->slice_end_ns, end);
 	WRITE_ONCE(p->policy, card->core.cfg.policy);
 	WRITE_ONCE(p->slice_ns, card->core.cfg.slice_ns);
 	WRITE_ONCE(p->max_inst, card->core.cfg.max_inst);
@@ -82,13 +90,31 @@ void gs_card_advance(struct gs_kcard *card, u64 now)
 	wake_up_all(&card->wq);
 }
 
-/* Feeds a vGPU's processes and pending work to the core; card->lock held. */
-void gs_card_activity(struct gs_kcard *card, struct gs_kvgpu *kv, u64 now)
+/*
+ * A file attached to (delta 1) or detached from (-1) kv; card->lock held.
+ * Attaching is not work: only ACQUIRE and RELEASE report work.
+ */
+void gs_card_procs(struct gs_kcard *card, struct gs_kvgpu *kv, int delta)
+{
+	kv->nprocs += delta;
+	if (kv->dead || kv->mode != GPUSLICE_MODE_COMPUTE)
+		return;
+	card->nattached += delta;
+	gs_vgpu_set_procs(&card->core, kv->id, kv->nprocs);
+}
+
+/* Reports kv's work (pending or drained) at now to the core; card->lock held. */
+void gs_card_work(struct gs_kcard *card, struct gs_kvgpu *kv, u64 now)
 {
 	if (kv->dead || kv->mode != GPUSLICE_MODE_COMPUTE)
 		return;
-	gs_vgpu_set_procs(&card->core, kv->id, kv->nprocs);
 	gs_vgpu_note_work(&card->core, kv->id, now, kv->npending > 0);
+}
+
+/* The timer runs while the card is gated and a process may wait on it. */
+static bool gs_card_ticks(const struct gs_kcard *card)
+{
+	return gs_card_gated(card) && card->nattached;
 }
 
 static enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
@@ -103,7 +129,7 @@ static enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 	 * gs_card_retime() got the lock: stop here rather than re-arm on a
 	 * slice end in the past.
 	 */
-	if (!gs_card_gated(card))
+	if (!gs_card_ticks(card))
 		card->ticking = false;
 	if (card->ticking) {
 		gs_card_advance(card, ktime_get_ns());
@@ -115,22 +141,22 @@ static enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 }
 
 /*
- * Starts or stops the timer to match whether the card is gated. Only
- * called under gs_mutex, so a stop has finished before the next start.
+ * Starts or stops the timer to match gs_card_ticks(). Only called under
+ * gs_mutex, so a stop has finished before the next start.
  */
-static void gs_card_retime(struct gs_kcard *card)
+void gs_card_retime(struct gs_kcard *card)
 {
-	bool gated, stop = false;
+	bool ticks, stop = false;
 
 	spin_lock_irq(&card->lock);
-	gated = gs_card_gated(card);
-	if (gated && !card->ticking) {
+	ticks = gs_card_ticks(card);
+	if (ticks && !card->ticking) {
 		card->ticking = true;
 		gs_card_advance(card, ktime_get_ns());
 		hrtimer_start(&card->timer,
 			      ns_to_ktime(gs_slice_end(&card->core)),
 			      HRTIMER_MODE_ABS);
-	} else if (!gated && card->ticking) {
+	} else if (!ticks && card->ticking) {
 		card->ticking = false;
 		stop = true;
 	}
@@ -192,6 +218,9 @@ int gs_card_set(const struct gpuslice_card *arg)
 	if (arg->card >= GPUSLICE_MAX_CARDS)
 		return -EINVAL;
 	gs_card_config(arg, &cfg);
+	err = gs_config_check(&cfg);
+	if (err)
+		return err;
 
 	mutex_lock(&gs_mutex);
 	card = gs_cards[arg->card];
@@ -249,16 +278,6 @@ static int gs_vgpu_check(const struct gpuslice_vgpu *arg)
 	if (arg->quota > GS_QUOTA_MAX || arg->quota % GS_QUOTA_STEP ||
 	    arg->priority > 1)
 		return -EINVAL;
-	return 0;
-}
-
-static int gs_cgroup_exists(u64 id)
-{
-	struct cgroup *cgrp = cgroup_get_from_id(id);
-
-	if (IS_ERR_OR_NULL(cgrp))
-		return -ENOENT;
-	cgroup_put(cgrp);
 	return 0;
 }
 
@@ -405,6 +424,8 @@ static void gs_card_remove(struct gs_kcard *card, struct gs_kvgpu *kv)
 	if (kv->mode == GPUSLICE_MODE_COMPUTE)
 		gs_vgpu_remove(&card->core, kv->id);
 	card->vgpu[kv->id] = NULL;
+	if (kv->mode == GPUSLICE_MODE_COMPUTE)
+		card->nattached -= kv->nprocs;
 	kv->dead = true;
 	if (!--card->nvgpus)
 		card->mode = GPUSLICE_MODE_NONE;

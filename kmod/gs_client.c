@@ -19,14 +19,33 @@ struct gs_client *gs_client_new(void)
 
 	if (!cl)
 		return NULL;
-	cl->pid = task_tgid_nr(current);
+	cl->pid = get_pid(task_tgid(current));
 	mutex_lock(&gs_mutex);
 	list_add_tail(&cl->node, &gs_clients);
 	mutex_unlock(&gs_mutex);
 	return cl;
 }
 
-/* Undoes one attachment: charges, process count, pending work. */
+/*
+ * Recounts whether this file has work for its vGPU (acquired and not
+ * released idle, or a thread waiting in ACQUIRE); card->lock held.
+ * Returns true when the file's share of kv->npending changed.
+ */
+static bool gs_att_recount(struct gs_attach *att)
+{
+	bool pending = att->pending || att->nwaiting;
+
+	if (pending == att->counted)
+		return false;
+	att->counted = pending;
+	if (pending)
+		att->kv->npending++;
+	else
+		att->kv->npending--;
+	return true;
+}
+
+/* Undoes one attachment: charges, process count, pending work; gs_mutex held. */
 static void gs_detach(struct gs_attach *att)
 {
 	struct gs_kvgpu *kv = att->kv;
@@ -34,11 +53,12 @@ static void gs_detach(struct gs_attach *att)
 
 	atomic64_sub(atomic64_xchg(&att->charged, 0), &kv->mem_used);
 	spin_lock_irq(&card->lock);
-	kv->nprocs--;
-	if (att->pending)
-		kv->npending--;
-	gs_card_activity(card, kv, ktime_get_ns());
+	gs_card_procs(card, kv, -1);
+	att->pending = false;
+	if (gs_att_recount(att))
+		gs_card_work(card, kv, ktime_get_ns());
 	spin_unlock_irq(&card->lock);
+	gs_card_retime(card);
 	gs_kvgpu_put(kv);
 }
 
@@ -48,10 +68,11 @@ void gs_client_free(struct gs_client *cl)
 
 	mutex_lock(&gs_mutex);
 	list_del(&cl->node);
-	mutex_unlock(&gs_mutex);
 	for (i = 0; i < GPUSLICE_MAX_CARDS; i++)
 		if (cl->att[i].kv)
 			gs_detach(&cl->att[i]);
+	mutex_unlock(&gs_mutex);
+	put_pid(cl->pid);
 	kfree(cl);
 }
 
@@ -112,9 +133,9 @@ int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg)
 		}
 		kref_get(&kv->ref);
 		spin_lock_irq(&card->lock);
-		kv->nprocs++;
-		gs_card_activity(card, kv, ktime_get_ns());
+		gs_card_procs(card, kv, 1);
 		spin_unlock_irq(&card->lock);
+		gs_card_retime(card);
 		/* Publish the attachment to lock-free callers (gs_attached). */
 		smp_store_release(&att->kv, kv);
 	}
@@ -227,21 +248,6 @@ int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg)
 	return 0;
 }
 
-/* Marks this file's work pending or drained; card->lock held. */
-static void gs_set_pending(struct gs_attach *att, bool pending, u64 now)
-{
-	struct gs_kvgpu *kv = att->kv;
-
-	if (att->pending != pending) {
-		att->pending = pending;
-		if (pending)
-			kv->npending++;
-		else
-			kv->npending--;
-	}
-	gs_card_activity(kv->card, kv, now);
-}
-
 /*
  * The wait condition of ACQUIRE: true when the vGPU may run now (slice end
  * in *end) or was destroyed (*err = -ENODEV). Advances the card itself, so
@@ -302,11 +308,12 @@ int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
 	kv = att->kv;
 	card = kv->card;
 	start = ktime_get_ns();
+	/* Waiting is work: the vGPU is pending while any thread waits. */
 	spin_lock_irq(&card->lock);
-	if (!kv->dead) {
-		kv->acquires++;
-		gs_set_pending(att, true, start);
-	}
+	kv->acquires++;
+	att->nwaiting++;
+	gs_att_recount(att);
+	gs_card_work(card, kv, start);
 	spin_unlock_irq(&card->lock);
 
 	if (!gs_may_run_now(kv, &end, &err) && !err) {
@@ -314,10 +321,18 @@ int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
 			ret = -EAGAIN;
 		else
 			ret = gs_acquire_wait(att, arg->timeout_ns, &end, &err);
-		spin_lock_irq(&card->lock);
-		kv->wait_ns += ktime_get_ns() - start;
-		spin_unlock_irq(&card->lock);
 	}
+
+	/* Granted: the file has work until RELEASE_IDLE. Not: as before. */
+	spin_lock_irq(&card->lock);
+	att->nwaiting--;
+	if (!err && !ret)
+		att->pending = true;
+	if (gs_att_recount(att))
+		gs_card_work(card, kv, ktime_get_ns());
+	kv->wait_ns += ktime_get_ns() - start;
+	spin_unlock_irq(&card->lock);
+
 	if (err)
 		return err;
 	if (ret)
@@ -341,8 +356,12 @@ int gs_release(struct gs_client *cl, const struct gpuslice_release *arg)
 	card = att->kv->card;
 	spin_lock_irq(&card->lock);
 	att->kv->busy_ns += arg->busy_ns;
-	if (arg->flags & GPUSLICE_RELEASE_IDLE)
-		gs_set_pending(att, false, ktime_get_ns());
+	if (arg->flags & GPUSLICE_RELEASE_IDLE) {
+		/* Only this file's acquired work: its waiters still wait. */
+		att->pending = false;
+		gs_att_recount(att);
+		gs_card_work(card, att->kv, ktime_get_ns());
+	}
 	spin_unlock_irq(&card->lock);
 	return 0;
 }

@@ -7,6 +7,8 @@
 #ifndef GS_KCOMPAT_H
 #define GS_KCOMPAT_H
 
+#include <linux/cgroup.h>
+#include <linux/err.h>
 #include <linux/hrtimer.h>
 #include <linux/mm.h>
 #include <linux/version.h>
@@ -33,6 +35,25 @@ static inline void gs_vm_flags_mod(struct vm_area_struct *vma,
 #else
 	vma->vm_flags = (vma->vm_flags | set) & ~clear;
 #endif
+}
+
+/*
+ * 0 when a cgroup v2 with this id exists, else -ENOENT. cgroup_get_from_id()
+ * came with 5.14 (NULL on failure until 6.0, an ERR_PTR since); before,
+ * the id is not checked and a wrong one simply matches no process. From
+ * 6.1 it resolves ids in the caller's cgroup namespace: the agent runs in
+ * the initial one.
+ */
+static inline int gs_cgroup_exists(u64 id)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(5, 14, 0)
+	struct cgroup *cgrp = cgroup_get_from_id(id);
+
+	if (IS_ERR_OR_NULL(cgrp))
+		return -ENOENT;
+	cgroup_put(cgrp);
+#endif
+	return 0;
 }
 
 #endif /* GS_KCOMPAT_H */

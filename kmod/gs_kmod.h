@@ -55,6 +55,7 @@ struct gs_kcard {
 	struct gs_card core;
 	u32 mode;		/* GPUSLICE_MODE_* of its vGPUs */
 	u32 nvgpus;
+	u32 nattached;		/* files attached to its live compute vGPUs */
 	bool ticking;		/* the hrtimer is (to be) armed */
 	struct gs_kvgpu *vgpu[GPUSLICE_MAX_VGPUS];
 	struct hrtimer timer;
@@ -66,13 +67,16 @@ struct gs_kcard {
 struct gs_attach {
 	struct gs_kvgpu *kv;	/* set once by ATTACH, read with acquire */
 	atomic64_t charged;	/* bytes this file charged */
-	bool pending;		/* this file has work queued (card->lock) */
+	/* card->lock: */
+	bool pending;		/* acquired, no RELEASE_IDLE since */
+	bool counted;		/* counted in kv->npending */
+	u32 nwaiting;		/* threads blocked in ACQUIRE */
 };
 
 /* An open /dev/gpuslice. */
 struct gs_client {
 	struct list_head node;	/* gs_clients, under gs_mutex */
-	pid_t pid;		/* the opener's thread group */
+	struct pid *pid;	/* the opener's thread group */
 	struct gs_attach att[GPUSLICE_MAX_CARDS];
 };
 
@@ -92,7 +96,9 @@ void gs_vgpu_spec(const struct gs_kvgpu *kv, struct gpuslice_vgpu *spec);
 void gs_kvgpu_put(struct gs_kvgpu *kv);
 bool gs_card_gated(const struct gs_kcard *card);
 void gs_card_advance(struct gs_kcard *card, u64 now);
-void gs_card_activity(struct gs_kcard *card, struct gs_kvgpu *kv, u64 now);
+void gs_card_procs(struct gs_kcard *card, struct gs_kvgpu *kv, int delta);
+void gs_card_work(struct gs_kcard *card, struct gs_kvgpu *kv, u64 now);
+void gs_card_retime(struct gs_kcard *card);
 void gs_cards_free(void);
 
 /* gs_client.c */

@@ -3,6 +3,7 @@
  * /proc/gpuslice/: the module's state as tables, one line per card, vGPU
  * or attached file, each under a header naming its columns (README.md).
  */
+#include <linux/pid_namespace.h>
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>
 
@@ -110,12 +111,17 @@ static int gs_proc_procs(struct seq_file *m, void *v)
 	seq_puts(m, "pid card id mem_charged\n");
 	mutex_lock(&gs_mutex);
 	list_for_each_entry(cl, &gs_clients, node) {
+		/* The reader's pid namespace; not visible there: not listed. */
+		pid_t pid = pid_nr_ns(cl->pid, task_active_pid_ns(current));
+
+		if (!pid)
+			continue;
 		for (i = 0; i < GPUSLICE_MAX_CARDS; i++) {
 			kv = cl->att[i].kv;
 			/* A destroyed vGPU's id may already name another. */
 			if (!kv || READ_ONCE(kv->dead))
 				continue;
-			seq_printf(m, "%d %d %d %lld\n", cl->pid, i, kv->id,
+			seq_printf(m, "%d %d %d %lld\n", pid, i, kv->id,
 				   (long long)atomic64_read(&cl->att[i].charged));
 		}
 	}

@@ -64,7 +64,7 @@ static u32 gs_units(const struct gs_card *c, u32 quota)
 	return u ? u : 1;
 }
 
-static int gs_check_config(const struct gs_sched_config *cfg)
+int gs_config_check(const struct gs_sched_config *cfg)
 {
 	if (cfg->max_inst < GS_MAX_INST_MIN || cfg->max_inst > GS_MAX_INST_MAX)
 		return -GS_EINVAL;
@@ -172,7 +172,7 @@ int gs_card_init(struct gs_card *c, const struct gs_sched_config *cfg)
 		gs_config_default(&def);
 		cfg = &def;
 	}
-	rc = gs_check_config(cfg);
+	rc = gs_config_check(cfg);
 	if (rc)
 		return rc;
 	gs_reset(c, cfg);
@@ -181,7 +181,7 @@ int gs_card_init(struct gs_card *c, const struct gs_sched_config *cfg)
 
 int gs_card_configure(struct gs_card *c, const struct gs_sched_config *cfg)
 {
-	int rc = gs_check_config(cfg);
+	int rc = gs_config_check(cfg);
 
 	if (rc)
 		return rc;

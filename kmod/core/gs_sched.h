@@ -96,6 +96,9 @@ struct gs_card {
 /* Fills *cfg with the defaults: 20 units of 5 ms, policy 0, 100 ms reclaim. */
 void gs_config_default(struct gs_sched_config *cfg);
 
+/* 0 when *cfg is within range, else -GS_EINVAL. */
+int gs_config_check(const struct gs_sched_config *cfg);
+
 /* Resets *c to an empty card with *cfg (validated; NULL: the defaults). */
 int gs_card_init(struct gs_card *c, const struct gs_sched_config *cfg);
 

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "ea41a42eb15e263a9bef4c63b8f6b51c7528abc02ca55325dc135561de9ba39b"
+const cSourcesHash = "0108bf303d0e7ad401aa57ba183a85263f0208f0280b3a78de455eb7d205e0b9"
