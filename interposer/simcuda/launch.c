@@ -329,3 +329,55 @@ SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f,
 	(void)sharedMemBytes;
 	return launch(&l);
 }
+
+/*
+ * Each entry launched in turn on its stream; on one simulated machine the
+ * devices' engines are independent, so this is as cooperative as it gets.
+ * Every stream must belong to the current context (one device, as a
+ * single-entry list has it).
+ */
+SIM_API CUresult cuLaunchCooperativeKernelMultiDevice(
+	CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices,
+	unsigned int flags)
+{
+	(void)flags;
+	if (!launchParamsList || !numDevices)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int i = 0; i < numDevices; i++) {
+		const CUDA_LAUNCH_PARAMS *p = &launchParamsList[i];
+		struct launch l = {
+			.f = p->function,
+			.grid = { p->gridDimX, p->gridDimY, p->gridDimZ },
+			.block = { p->blockDimX, p->blockDimY, p->blockDimZ },
+			.stream = p->hStream, .params = p->kernelParams,
+		};
+		CUresult rc = launch(&l);
+
+		if (rc != CUDA_SUCCESS)
+			return rc;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* Graphs are not modelled: no executable graph exists to launch. */
+static CUresult graph_launch(CUgraphExec hGraphExec)
+{
+	CUresult rc = sim_enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return sim_leave_rc(hGraphExec ? CUDA_ERROR_INVALID_HANDLE :
+					 CUDA_ERROR_INVALID_VALUE);
+}
+
+SIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+	(void)hStream;
+	return graph_launch(hGraphExec);
+}
+
+SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+	(void)hStream;
+	return graph_launch(hGraphExec);
+}

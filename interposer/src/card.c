@@ -89,7 +89,7 @@ struct gs_card *gs_current_card(CUcontext *ctx)
 }
 
 /* The kernel module's ledger where the module is (or must be) used. */
-static bool use_module(void)
+bool gs_use_module(void)
 {
 	switch (gs_config()->enforce) {
 	case GS_ENFORCE_MODULE:
@@ -144,7 +144,7 @@ static int open_file_ledger(struct gs_card *c, struct gs_ledger **l)
 	return err;
 }
 
-static struct gs_ledger *card_ledger(struct gs_card *c)
+struct gs_ledger *gs_card_ledger(struct gs_card *c)
 {
 	struct gs_ledger *l = __atomic_load_n(&c->ledger, __ATOMIC_ACQUIRE);
 	int err;
@@ -153,7 +153,7 @@ static struct gs_ledger *card_ledger(struct gs_card *c)
 		return l;
 	pthread_mutex_lock(&c->open_lock);
 	if (!c->ledger && !c->open_failed) {
-		err = use_module() ? open_module_ledger(c, &l) :
+		err = gs_use_module() ? open_module_ledger(c, &l) :
 				     open_file_ledger(c, &l);
 		if (err)
 			c->open_failed = true;
@@ -172,7 +172,7 @@ bool gs_card_usage(struct gs_card *c, uint64_t *used, uint64_t *cap)
 	*cap = 0;
 	if (c->index < 0)
 		return true;	/* not this container's: nothing to show */
-	l = card_ledger(c);
+	l = gs_card_ledger(c);
 	return l && gs_ledger_usage(l, used, cap) == 0;
 }
 
@@ -224,7 +224,7 @@ bool gs_charge(struct gs_card *c, uint64_t bytes, const char *what)
 
 	if (!bytes)
 		return true;
-	if (c->index >= 0 && (l = card_ledger(c))) {
+	if (c->index >= 0 && (l = gs_card_ledger(c))) {
 		err = gs_ledger_charge(l, bytes);
 		if (err == -ENOMEM) {
 			/* Pools may hold less than was charged for them. */

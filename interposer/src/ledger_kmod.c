@@ -5,21 +5,25 @@
  * kernel owns the cap and the total; the process's charges live in its
  * file, so the kernel releases them when the process exits, however it
  * dies. Nothing here can be edited by the container to raise its cap.
+ *
+ * The same file serves the compute gate (gate.c, through kmod.h): ATTACH's
+ * answer says whether the card's launches are gated (a compute vGPU under
+ * a policy other than 0), ACQUIRE and RELEASE go through it, and the card's
+ * schedule page is mapped from it once, at attach.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
-#include "gpuslice.h"
-#include "ledger.h"
+#include "kmod.h"
 
 struct gs_kmod_ledger {
 	struct gs_ledger base;
-	int fd;			/* -1 once broken: every charge is refused */
-	int card;
+	struct gs_kmod_card kc;	/* kc.fd -1 once broken: charges refused */
 	const char *device;
 };
 
@@ -38,22 +42,43 @@ static int kmod_fd_high(int fd)
 }
 
 /* Opens the device and attaches to the caller's vGPU on card. */
-static int kmod_attach(const char *device, int card, uint64_t *cap, int *out)
+static int kmod_attach(const char *device, int card,
+		       struct gpuslice_attach *a, int *out)
 {
-	struct gpuslice_attach a = { .card = (__u32)card };
 	int fd, err;
 
+	memset(a, 0, sizeof(*a));
+	a->card = (__u32)card;
 	fd = open(device, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (ioctl(fd, GPUSLICE_IOC_ATTACH, &a) < 0) {
+	if (ioctl(fd, GPUSLICE_IOC_ATTACH, a) < 0) {
 		err = -errno;
 		close(fd);
 		return err;
 	}
-	*cap = a.mem_cap;
 	*out = kmod_fd_high(fd);
 	return 0;
+}
+
+/*
+ * The card's schedule page, at card * page_size (the module's page size,
+ * from VERSION). It stays mapped for the life of the process: a forked
+ * child inherits the mapping, which shows the same card.
+ */
+static const struct gpuslice_sched_page *kmod_map_page(int fd, int card)
+{
+	struct gpuslice_version v = { 0 };
+	long size = sysconf(_SC_PAGESIZE);
+	void *p;
+
+	if (ioctl(fd, GPUSLICE_IOC_VERSION, &v) == 0 && v.page_size)
+		size = v.page_size;
+	if (size <= 0)
+		return NULL;
+	p = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd,
+		 (off_t)card * size);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 static struct gs_kmod_ledger *kmod(struct gs_ledger *l)
@@ -63,30 +88,30 @@ static struct gs_kmod_ledger *kmod(struct gs_ledger *l)
 
 static int kmod_charge(struct gs_ledger *l, uint64_t bytes)
 {
-	struct gpuslice_charge c = { .card = (__u32)kmod(l)->card,
+	struct gpuslice_charge c = { .card = (__u32)kmod(l)->kc.card,
 				     .bytes = bytes };
 
-	if (kmod(l)->fd < 0)
+	if (kmod(l)->kc.fd < 0)
 		return -EBADF;
-	return ioctl(kmod(l)->fd, GPUSLICE_IOC_CHARGE, &c) < 0 ? -errno : 0;
+	return ioctl(kmod(l)->kc.fd, GPUSLICE_IOC_CHARGE, &c) < 0 ? -errno : 0;
 }
 
 static void kmod_uncharge(struct gs_ledger *l, uint64_t bytes)
 {
-	struct gpuslice_charge c = { .card = (__u32)kmod(l)->card,
+	struct gpuslice_charge c = { .card = (__u32)kmod(l)->kc.card,
 				     .bytes = bytes };
 
-	if (kmod(l)->fd >= 0)
-		ioctl(kmod(l)->fd, GPUSLICE_IOC_UNCHARGE, &c);
+	if (kmod(l)->kc.fd >= 0)
+		ioctl(kmod(l)->kc.fd, GPUSLICE_IOC_UNCHARGE, &c);
 }
 
 static int kmod_usage(struct gs_ledger *l, uint64_t *used, uint64_t *cap)
 {
-	struct gpuslice_charge c = { .card = (__u32)kmod(l)->card };
+	struct gpuslice_charge c = { .card = (__u32)kmod(l)->kc.card };
 
-	if (kmod(l)->fd < 0)
+	if (kmod(l)->kc.fd < 0)
 		return -EBADF;
-	if (ioctl(kmod(l)->fd, GPUSLICE_IOC_MEMINFO, &c) < 0)
+	if (ioctl(kmod(l)->kc.fd, GPUSLICE_IOC_MEMINFO, &c) < 0)
 		return -errno;
 	*used = c.mem_used;
 	*cap = c.mem_cap;
@@ -96,25 +121,29 @@ static int kmod_usage(struct gs_ledger *l, uint64_t *used, uint64_t *cap)
 /*
  * The child shares its parent's file, hence its parent's charges: it
  * gets a file of its own (closing the inherited one releases nothing while
- * the parent holds it). If that fails the child's charges are refused.
+ * the parent holds it). If that fails the child's charges are refused, and
+ * so are its launches on a gated card. The ATTACH answer is the child's
+ * own (the same vGPU unless the child moved cgroups).
  */
 static void kmod_after_fork_child(struct gs_ledger *l)
 {
 	struct gs_kmod_ledger *k = kmod(l);
-	uint64_t cap;
+	struct gpuslice_attach a;
 	int fd = -1;
 
-	if (k->fd >= 0)
-		close(k->fd);
-	if (kmod_attach(k->device, k->card, &cap, &fd))
+	if (k->kc.fd >= 0)
+		close(k->kc.fd);
+	if (kmod_attach(k->device, k->kc.card, &a, &fd))
 		fd = -1;
-	k->fd = fd;
+	else
+		k->kc.att = a;
+	k->kc.fd = fd;
 }
 
 static void kmod_close(struct gs_ledger *l)
 {
-	if (kmod(l)->fd >= 0)
-		close(kmod(l)->fd);
+	if (kmod(l)->kc.fd >= 0)
+		close(kmod(l)->kc.fd);
 	free(l);
 }
 
@@ -135,14 +164,24 @@ int gs_kmod_ledger_open(const char *device, int card, uint64_t *cap,
 
 	if (!k)
 		return -ENOMEM;
-	err = kmod_attach(device, card, cap, &k->fd);
+	err = kmod_attach(device, card, &k->kc.att, &k->kc.fd);
 	if (err) {
 		free(k);
 		return err;
 	}
+	k->kc.card = card;
+	/* Only the gate reads it: a compute vGPU under a gating policy. */
+	if (k->kc.att.mode == GPUSLICE_MODE_COMPUTE &&
+	    k->kc.att.policy != GPUSLICE_POLICY_NATIVE)
+		k->kc.page = kmod_map_page(k->kc.fd, card);
 	k->base.ops = &kmod_ops;
-	k->card = card;
 	k->device = device;
+	*cap = k->kc.att.mem_cap;
 	*out = &k->base;
 	return 0;
+}
+
+const struct gs_kmod_card *gs_kmod_ledger_card(struct gs_ledger *l)
+{
+	return l && l->ops == &kmod_ops ? &kmod(l)->kc : NULL;
 }

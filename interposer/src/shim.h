@@ -88,7 +88,29 @@ static inline bool gs_enabled(void)
 	return gs_config()->enabled || gs_config()->invalid;
 }
 
-/* A card of this container: its cap and its ledger. */
+struct gpuslice_sched_page;
+struct gs_kmod_card;
+
+/*
+ * A card's compute gate (gate.c): decided at the process's first launch
+ * from what the kernel module's ATTACH answered; the rest is the state of
+ * the slices this process launches in.
+ */
+struct gs_gate_card {
+	int state;		/* GS_GATE_CARD_*, atomic */
+	int32_t id;		/* the vGPU, as the schedule page names it */
+	const struct gs_kmod_card *kc;	/* the module's file (ACQUIRE, RELEASE) */
+	const struct gpuslice_sched_page *page;	/* NULL: ACQUIRE's answer */
+	pthread_mutex_t lock;	/* the slow path: one thread at a time */
+	uint64_t seen_end;	/* atomic: the slice of the latest launch, 0 none */
+	uint64_t acq_end;	/* atomic: the slice end ACQUIRE last answered */
+	uint64_t first_ns;	/* first launch in seen_end's slice, 0 none */
+	uint64_t busy_ns;	/* earlier slices' busy time, not yet reported */
+	bool active;		/* launched or acquired since the last RELEASE */
+	uint64_t last_log;	/* atomic: the last refusal logged */
+};
+
+/* A card of this container: its cap, its ledger and its compute gate. */
 struct gs_card {
 	int ordinal;		/* device ordinal as the process sees it */
 	int index;		/* physical index, -1 when not assigned */
@@ -96,6 +118,7 @@ struct gs_card {
 	struct gs_ledger *ledger;
 	pthread_mutex_t open_lock;
 	bool open_failed;
+	struct gs_gate_card gate;
 };
 
 /* The card behind a device ordinal; never NULL once enabled. */
@@ -104,6 +127,43 @@ struct gs_card *gs_card_for_device(CUdevice dev);
 struct gs_card *gs_card_for_nvml(nvmlDevice_t dev);
 /* The card of the calling thread's current context, and the context. */
 struct gs_card *gs_current_card(CUcontext *ctx);
+/* The card's ledger, opened (and, in module mode, attached) on first use. */
+struct gs_ledger *gs_card_ledger(struct gs_card *c);
+/* Whether the kernel module keeps the ledgers (GPUSLICE_ENFORCE, /dev/gpuslice). */
+bool gs_use_module(void);
+
+/*
+ * The compute gate (gate.c). In module mode, launches on a card whose
+ * vGPU is COMPUTE under a policy other than 0 wait for the vGPU's time
+ * slice. gs_gate_mode is OFF when no card of the process is gated (no
+ * module, memory vGPUs, policy 0): a launch then costs one branch more.
+ */
+enum { GS_GATE_UNKNOWN, GS_GATE_OFF, GS_GATE_ON };
+enum {
+	GS_GATE_CARD_UNRESOLVED,
+	GS_GATE_CARD_UNGATED,
+	GS_GATE_CARD_GATED,
+	GS_GATE_CARD_REFUSED,	/* no vGPU attached: launches refused */
+};
+extern int gs_gate_mode;
+
+/* The gate for a launch named what, once gs_gate_mode is not OFF. */
+CUresult gs_gate_launch(const char *what);
+/* The gate of a launch across ndev devices at once. */
+CUresult gs_gate_multi(unsigned int ndev, const char *what);
+
+/*
+ * Called by every launch hook before the real launch: CUDA_SUCCESS to go
+ * on, or the error the launch fails with.
+ */
+static inline CUresult gs_gate(const char *what)
+{
+	if (__builtin_expect(__atomic_load_n(&gs_gate_mode, __ATOMIC_RELAXED) ==
+				     GS_GATE_OFF,
+			     1))
+		return CUDA_SUCCESS;
+	return gs_gate_launch(what);
+}
 
 /*
  * Charges bytes to the card before an allocation; on refusal logs one

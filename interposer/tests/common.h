@@ -91,7 +91,9 @@
 	X(cuLaunchKernel)                   \
 	X(cuLaunchKernel_ptsz)              \
 	X(cuEventCreate)                    \
+	X(cuEventRecord)                    \
 	X(cuEventRecord_ptsz)               \
+	X(cuEventSynchronize)               \
 	X(cuEventQuery)                     \
 	X(cuEventDestroy_v2)
 
@@ -199,5 +201,6 @@ int cmd_fork(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_edge(int argc, char **argv);
 int cmd_limit(int argc, char **argv);
+int cmd_tenant(int argc, char **argv);
 
 #endif /* GSTEST_COMMON_H */

@@ -181,6 +181,13 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
 					unsigned int blockDimZ,
 					unsigned int sharedMemBytes,
 					CUstream hStream, void **kernelParams);
+CUresult cuLaunchCooperativeKernelMultiDevice(
+	CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices,
+	unsigned int flags);
+
+/* Graphs (launch only). */
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,38 @@
+package interposer_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Without the kernel module (the file ledger's mode) launches are not
+// gated: a tenant keeps the simulated engine busy and the shim says
+// nothing about launches. The gate itself is tested against the module in
+// the qemu guest (kmod/guest/tests/gate.c).
+func TestLaunchesUngatedWithoutModule(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t)
+	r := m.ok("tenant", "1", "1000", "2")
+	assert.NotZero(t, r.num(t, "launches"), "%s", r)
+	assert.Equal(t, r.num(t, "launches"), r.num(t, "kernels"), "%s", r)
+	// Two in flight back to back: the engine was busy most of the second.
+	assert.Greater(t, r.num(t, "busy_ns"), uint64(500_000_000), "%s", r)
+	assert.Empty(t, r.lines("gpuslice[", "launch"), "%s", r)
+}
+
+// GPUSLICE_ENFORCE=module with no module to attach to: a launch is never
+// let through ungated. The context is free here (GPUSLICE_CONTEXT_MIB=0),
+// so only the gate can refuse the launch.
+func TestLaunchesRefusedWithoutAttachableModule(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t, "GPUSLICE_ENFORCE", "module", "GPUSLICE_CONTEXT_MIB", "0")
+	r := m.run("tenant", "1", "1000", "2")
+	require.Equal(t, 1, r.code, "%s", r)
+	assert.Equal(t, "CUDA_ERROR_NOT_PERMITTED", r.kv()["launch.rc"], "%s", r)
+	assert.Equal(t, uint64(0), r.num(t, "launches"), "%s", r)
+	assert.Len(t, r.lines("gpuslice[", "card 0: kernel launches are refused"), 1, "%s", r)
+	assert.Len(t, r.lines("gpuslice[", "cuLaunchKernel refused on card 0"), 1, "%s", r)
+	m.with("GPUSLICE_ENFORCE", "file").ok("tenant", "1", "1000", "2")
+}

@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The compute gate, in module mode: kernel launches on a card whose vGPU
+ * is COMPUTE under a policy other than 0 (native) run only in the vGPU's
+ * time slices, as the kernel module schedules them (kmod/README.md).
+ *
+ * Deciding. At the process's first launch, every card of the container
+ * the process sees is attached (the memory ledger's file, ledger_kmod.c)
+ * and ATTACH's answer decides: a compute vGPU under policy 1-6 is gated;
+ * a memory vGPU or policy 0 is not; a card without an attachable vGPU has
+ * its launches refused, as its allocations are. When no card is gated (or
+ * there is no module: the file ledger's mode) gs_gate_mode turns OFF and a
+ * launch costs one predictable branch more than the bare wrapper.
+ *
+ * The fast path: no system call. The card's schedule page, read under its
+ * sequence count, names the owner and the slice's end; when the owner is
+ * this process's vGPU and now (CLOCK_MONOTONIC, the vDSO) is before the
+ * end, the launch goes on. (OWNER_ALL, which an ungated card's page shows,
+ * appears on this card's only once it was emptied and configured anew,
+ * without this process's vGPU: the slow path.) The first launch of each slice
+ * takes the card's lock once, to note when the slice's work began.
+ *
+ * The slow path, one thread of the process at a time (the card's lock):
+ *  1. the fence: cuCtxSynchronize on the current context, so that what
+ *     the process queued in its slice has run before it lets the card go
+ *     and, as long as it waits, before it queues anything more. That is
+ *     the first cut's bound on the spill into the next tenant's slice: the
+ *     work already queued when the slice ended still runs in the next one
+ *     (at most the queue's depth of kernels), nothing queued after does.
+ *     It costs a full drain of the context at every slice end: the host
+ *     thread waits for the GPU, and the GPU idles while the next slice's
+ *     owner starts;
+ *  2. RELEASE with RELEASE_IDLE and the busy time: from the first launch
+ *     of each slice to the slice's end, and for the last one to the
+ *     fence's end when the fence had work to wait for. A span, not engine
+ *     time: gaps between kernels count;
+ *  3. ACQUIRE, blocking until the vGPU owns the card (EINTR: again). Any
+ *     other error (ENODEV: the vGPU was removed) fails the launch with
+ *     CUDA_ERROR_NOT_PERMITTED and one line on stderr: a gated launch never
+ *     runs ungated.
+ *
+ * Multi-threaded launches share the per-card state: the fast path only
+ * reads it; what changes, changes under the card's lock, taken once per
+ * slice and on the slow path.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+
+#include "kmod.h"
+#include "shim.h"
+
+int gs_gate_mode;
+
+/* A fence that returned sooner found nothing of ours still running. */
+#define GS_FENCE_WAITED_NS 100000ULL
+/* Refusals of one card logged at most once a second. */
+#define GS_REFUSAL_LOG_NS 1000000000ULL
+
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The gated cards, for the fork handler. */
+static struct gs_gate_card *gated[GS_MAX_CARDS];
+static int ngated;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The child of a fork has not launched anything, nor acquired. */
+static void gate_after_fork_child(void)
+{
+	for (int i = 0; i < ngated; i++) {
+		struct gs_gate_card *g = gated[i];
+
+		pthread_mutex_init(&g->lock, NULL);
+		g->seen_end = 0;
+		g->acq_end = 0;
+		g->first_ns = 0;
+		g->busy_ns = 0;
+		g->active = false;
+	}
+}
+
+static void register_fork_handler(void)
+{
+	pthread_atfork(NULL, NULL, gate_after_fork_child);
+}
+
+/* Decides whether card c's launches are gated; resolve_lock held. */
+static void resolve_card_locked(struct gs_card *c)
+{
+	struct gs_gate_card *g = &c->gate;
+	const struct gs_kmod_card *kc;
+	struct gs_ledger *l;
+	int state;
+
+	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) !=
+	    GS_GATE_CARD_UNRESOLVED)
+		return;
+	l = gs_card_ledger(c);
+	kc = gs_kmod_ledger_card(l);
+	if (!l) {
+		state = GS_GATE_CARD_REFUSED;
+		gs_err("card %d: kernel launches are refused: no vGPU is attached through " GPUSLICE_DEVICE " (see above)",
+		       c->index);
+	} else if (!kc || kc->att.mode != GPUSLICE_MODE_COMPUTE ||
+		   kc->att.policy == GPUSLICE_POLICY_NATIVE) {
+		state = GS_GATE_CARD_UNGATED;
+		if (kc)
+			gs_info("card %d: kernel launches are not gated (%s vGPU, policy %u)",
+				c->index,
+				kc->att.mode == GPUSLICE_MODE_COMPUTE ?
+					"compute" : "memory",
+				kc->att.policy);
+	} else {
+		state = GS_GATE_CARD_GATED;
+		pthread_mutex_init(&g->lock, NULL);
+		g->kc = kc;
+		g->id = (int32_t)kc->att.id;
+		g->page = kc->page;
+		if (ngated < GS_MAX_CARDS)
+			gated[ngated++] = g;
+		gs_info("card %d: kernel launches gated by the module's schedule (vGPU %d, quota %u%%, policy %u)",
+			c->index, g->id, kc->att.quota, kc->att.policy);
+		if (!g->page)
+			gs_warn("card %d: the schedule page cannot be mapped: every slice is checked with ACQUIRE",
+				c->index);
+	}
+	__atomic_store_n(&g->state, state, __ATOMIC_RELEASE);
+}
+
+/*
+ * Decides for every card the process sees, once the driver can say how
+ * many there are (it can once a context exists, which a launch needs).
+ */
+static int resolve(void)
+{
+	static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+	int mode, n = 0, on = 0;
+
+	pthread_mutex_lock(&resolve_lock);
+	mode = __atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE);
+	if (mode != GS_GATE_UNKNOWN)
+		goto out;
+	if (!gs_enabled() || gs_config()->invalid || !gs_use_module()) {
+		mode = GS_GATE_OFF;
+		goto store;
+	}
+	if (!gs_real.cuDeviceGetCount ||
+	    gs_real.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+		goto out;	/* no driver yet: nothing can launch; ask again */
+	pthread_once(&fork_once, register_fork_handler);
+	for (int d = 0; d < n; d++) {
+		struct gs_card *c = gs_card_for_device(d);
+
+		if (c->index < 0)
+			continue;	/* not the container's: no vGPU */
+		resolve_card_locked(c);
+		if (c->gate.state != GS_GATE_CARD_UNGATED)
+			on = 1;
+	}
+	mode = on ? GS_GATE_ON : GS_GATE_OFF;
+store:
+	__atomic_store_n(&gs_gate_mode, mode, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&resolve_lock);
+	return mode;
+}
+
+static CUresult refuse(struct gs_card *c, const char *what, const char *why)
+{
+	struct gs_gate_card *g = &c->gate;
+	uint64_t now = now_ns();
+	uint64_t prev = __atomic_load_n(&g->last_log, __ATOMIC_RELAXED);
+
+	if ((!prev || now - prev >= GS_REFUSAL_LOG_NS) &&
+	    __atomic_compare_exchange_n(&g->last_log, &prev, now, false,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		gs_warn("%s refused on card %d: %s", what, c->index, why);
+	return CUDA_ERROR_NOT_PERMITTED;
+}
+
+/* A consistent (owner, end) of the card's slice; false when torn too often. */
+static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
+		       uint64_t *end)
+{
+	const struct gpuslice_sched_page *p = g->page;
+
+	if (__builtin_expect(!p, 0)) {
+		/* No page: the slice ACQUIRE answered is the one we know of. */
+		*end = __atomic_load_n(&g->acq_end, __ATOMIC_ACQUIRE);
+		*owner = *end ? g->id : GPUSLICE_OWNER_NONE;
+		return true;
+	}
+	for (int i = 0; i < 1000; i++) {
+		uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1) {
+			cpu_relax();
+			continue;
+		}
+		*owner = __atomic_load_n(&p->owner, __ATOMIC_RELAXED);
+		*end = __atomic_load_n(&p->slice_end_ns, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == seq)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The fast check. OWNER_ALL does not pass it: on a card whose vGPU was
+ * gated the page says so only once the card was emptied (OWNER_NONE) and
+ * configured anew, this process's vGPU gone, and ACQUIRE is the one to
+ * say what then holds (-ENODEV for a vGPU removed).
+ */
+static bool may_run(const struct gs_gate_card *g, int32_t owner,
+		    uint64_t end, uint64_t now)
+{
+	return owner == g->id && now < end;
+}
+
+/*
+ * A launch in the slice ending at end, at now; the card's lock held.
+ * Closes the span of an earlier slice of ours that ended without a fence
+ * (the process went on in its next slice without waiting in between).
+ */
+static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
+				   uint64_t now)
+{
+	if (g->seen_end != end) {
+		if (g->first_ns) {
+			uint64_t stop = now < g->seen_end ? now : g->seen_end;
+
+			if (stop > g->first_ns)
+				g->busy_ns += stop - g->first_ns;
+			g->first_ns = 0;
+		}
+		__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
+	}
+	if (!g->first_ns)
+		g->first_ns = now;
+	g->active = true;
+}
+
+/* The first launch of a slice this process did not have to acquire. */
+static CUresult slice_begins(struct gs_gate_card *g, uint64_t end,
+			     uint64_t now)
+{
+	pthread_mutex_lock(&g->lock);
+	launch_in_slice_locked(g, end, now);
+	pthread_mutex_unlock(&g->lock);
+	return CUDA_SUCCESS;
+}
+
+/*
+ * The slice is over: fence the context's queued work, report it and
+ * declare the queue empty. The card's lock held.
+ */
+static void fence_and_release_locked(struct gs_gate_card *g, int fd)
+{
+	struct gpuslice_release rel = { .card = (__u32)g->kc->card,
+					.flags = GPUSLICE_RELEASE_IDLE };
+	uint64_t t0 = now_ns(), t1, busy = g->busy_ns;
+
+	if (gs_real.cuCtxSynchronize)
+		gs_real.cuCtxSynchronize();	/* its error is the launch's */
+	t1 = now_ns();
+	if (g->first_ns) {
+		uint64_t stop = t1 - t0 >= GS_FENCE_WAITED_NS ? t1 :
+				t0 < g->seen_end ? t0 : g->seen_end;
+
+		if (stop > g->first_ns)
+			busy += stop - g->first_ns;
+	}
+	rel.busy_ns = busy;
+	if (fd >= 0)
+		ioctl(fd, GPUSLICE_IOC_RELEASE, &rel);
+	g->busy_ns = 0;
+	g->first_ns = 0;
+	g->active = false;
+	__atomic_store_n(&g->seen_end, 0, __ATOMIC_RELEASE);
+}
+
+static CUresult slow_path(struct gs_card *c, const char *what)
+{
+	struct gs_gate_card *g = &c->gate;
+	struct gpuslice_acquire a;
+	int32_t owner;
+	uint64_t end, now;
+	int fd, err;
+
+	pthread_mutex_lock(&g->lock);
+	/* Another thread may have acquired the slice meanwhile. */
+	if (read_slice(g, &owner, &end) &&
+	    may_run(g, owner, end, now = now_ns())) {
+		launch_in_slice_locked(g, end, now);
+		pthread_mutex_unlock(&g->lock);
+		return CUDA_SUCCESS;
+	}
+	/* Only the forked child's handler changes it, with no thread about. */
+	fd = g->kc->fd;
+	if (g->active)
+		fence_and_release_locked(g, fd);
+	for (;;) {
+		memset(&a, 0, sizeof(a));
+		a.card = (__u32)g->kc->card;
+		if (fd >= 0 && ioctl(fd, GPUSLICE_IOC_ACQUIRE, &a) == 0)
+			break;
+		err = fd < 0 ? EBADF : errno;
+		if (err == EINTR)
+			continue;
+		pthread_mutex_unlock(&g->lock);
+		return refuse(c, what,
+			      err == ENODEV ?
+			      "its vGPU was removed from " GPUSLICE_DEVICE :
+			      strerror(err));
+	}
+	__atomic_store_n(&g->acq_end, a.slice_end_ns, __ATOMIC_RELEASE);
+	/*
+	 * The kernel granted the slice: launch in it however little of it is
+	 * left, or a slow process would never launch at all.
+	 */
+	launch_in_slice_locked(g, a.slice_end_ns, now_ns());
+	pthread_mutex_unlock(&g->lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult gs_gate_launch(const char *what)
+{
+	int mode = __atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE);
+	struct gs_gate_card *g;
+	struct gs_card *c;
+	CUcontext ctx;
+	int32_t owner;
+	uint64_t end, now;
+	int state;
+
+	if (mode == GS_GATE_UNKNOWN)
+		mode = resolve();
+	if (mode != GS_GATE_ON)
+		return CUDA_SUCCESS;
+	c = gs_current_card(&ctx);
+	if (!c || c->index < 0)
+		return CUDA_SUCCESS;	/* no context, or no vGPU on it */
+	g = &c->gate;
+	state = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(state == GS_GATE_CARD_UNRESOLVED, 0)) {
+		pthread_mutex_lock(&resolve_lock);
+		resolve_card_locked(c);
+		pthread_mutex_unlock(&resolve_lock);
+		state = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	}
+	if (state == GS_GATE_CARD_UNGATED)
+		return CUDA_SUCCESS;
+	if (state != GS_GATE_CARD_GATED)
+		return refuse(c, what,
+			      "no vGPU of this process's cgroup is attached through " GPUSLICE_DEVICE);
+	/* The fast path. */
+	if (__builtin_expect(read_slice(g, &owner, &end), 1) &&
+	    may_run(g, owner, end, now = now_ns())) {
+		if (__builtin_expect(
+			    __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) ==
+				    end,
+			    1))
+			return CUDA_SUCCESS;
+		return slice_begins(g, end, now);
+	}
+	return slow_path(c, what);
+}
+
+/*
+ * A launch on several devices at once would need the slices of several
+ * cards at the same moment, which the module does not hand out: refused
+ * while any card is gated rather than run ungated. One device: its gate.
+ */
+CUresult gs_gate_multi(unsigned int ndev, const char *what)
+{
+	int mode = __atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE);
+
+	if (mode == GS_GATE_UNKNOWN)
+		mode = resolve();
+	if (mode != GS_GATE_ON)
+		return CUDA_SUCCESS;
+	if (ndev <= 1)
+		return gs_gate_launch(what);
+	gs_warn("%s across %u devices refused: this container's launches are gated by time slices, one card at a time",
+		what, ndev);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}

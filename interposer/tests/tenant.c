@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * gstest tenant <seconds> <kernel_us> <depth> [streams] [go]: a compute
+ * tenant. Launches kernels of kernel_us microseconds back to back for the
+ * given seconds (on the simulated driver a kernel occupies the device's
+ * engine for the duration in kernelParams[0], in ns), keeping at most
+ * depth of them in flight (an event behind each launch; the oldest is
+ * waited for before the next), spread round robin over streams streams
+ * (default 1). With "go" it prints "ready" once its context, module and
+ * streams exist and starts when a line arrives on stdin, so that several
+ * tenants start together.
+ *
+ * Prints key=value: launches, kernels and busy_ns (the engine time of its
+ * own kernels, from simcuda's simcudaEngineStats; absent on another
+ * driver), wall_ns (from the first launch to the end of the last kernel).
+ * A refused launch prints launch.rc=<name> and exits 1.
+ */
+#include <dlfcn.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define MAX_DEPTH 256
+#define MAX_STREAMS 64
+
+static const char ptx[] =
+	".version 7.0\n.target sm_70\n.address_size 64\n"
+	".visible .entry spin(.param .u64 ns)\n{\n\tret;\n}\n";
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits for a line on stdin (or its end). */
+static void wait_go(void)
+{
+	char c;
+
+	while (read(STDIN_FILENO, &c, 1) == 1 && c != '\n')
+		;
+}
+
+int cmd_tenant(int argc, char **argv)
+{
+	int (*stats)(int, int, uint64_t *, uint64_t *);
+	static CUevent ev[MAX_DEPTH];
+	static CUstream st[MAX_STREAMS];
+	uint64_t ns, t0, deadline, busy = 0, kernels = 0;
+	long seconds, kernel_us, depth, nstreams = 1;
+	bool go = false;
+	void *params[] = { &ns };
+	unsigned long long launches = 0;
+	CUmodule mod;
+	CUfunction f;
+	CUresult rc;
+
+	if (argc > 3 && !strcmp(argv[argc - 1], "go")) {
+		go = true;
+		argc--;
+	}
+	if (argc < 3 || argc > 4)
+		dief("usage: tenant <seconds> <kernel_us> <depth> [streams] [go]");
+	seconds = parse_long(argv[0], 1, 3600, "seconds");
+	kernel_us = parse_long(argv[1], 0, 10000000, "kernel_us");
+	depth = parse_long(argv[2], 1, MAX_DEPTH, "depth");
+	if (argc > 3)
+		nstreams = parse_long(argv[3], 1, MAX_STREAMS, "streams");
+	ns = (uint64_t)kernel_us * 1000;
+
+	load_cuda();
+	NEED(cuModuleLoadData);
+	NEED(cuModuleGetFunction);
+	NEED(cuLaunchKernel);
+	NEED(cuStreamCreate);
+	NEED(cuEventCreate);
+	NEED(cuEventRecord);
+	NEED(cuEventSynchronize);
+	NEED(cuCtxSynchronize);
+	stats = (__typeof__(stats))dlsym(cuda_handle(), "simcudaEngineStats");
+	open_primary(0);
+	if (!CHECK(cu.cuModuleLoadData(&mod, ptx)) ||
+	    !CHECK(cu.cuModuleGetFunction(&f, mod, "spin")))
+		return finish("tenant");
+	for (long i = 0; i < nstreams; i++)
+		if (!CHECK(cu.cuStreamCreate(&st[i], CU_STREAM_NON_BLOCKING)))
+			return finish("tenant");
+	for (long i = 0; i < depth; i++)
+		if (!CHECK(cu.cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING)))
+			return finish("tenant");
+	if (go) {
+		printf("ready\n");
+		fflush(stdout);
+		wait_go();
+	}
+	if (stats && stats(0, (int)getpid(), &busy, &kernels) != 0)
+		busy = kernels = 0;	/* nothing run yet: no slot */
+
+	t0 = now_ns();
+	deadline = t0 + (uint64_t)seconds * 1000000000ULL;
+	while (now_ns() < deadline) {
+		long slot = (long)(launches % (unsigned long long)depth);
+		CUstream s = st[launches % (unsigned long long)nstreams];
+
+		if (launches >= (unsigned long long)depth &&
+		    !CHECK(cu.cuEventSynchronize(ev[slot])))
+			break;
+		rc = cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params,
+				       NULL);
+		if (rc != CUDA_SUCCESS) {
+			printf("launch.rc=%s\n", rcname(rc));
+			failf("tenant: launch %llu: %s", launches, rcname(rc));
+			break;
+		}
+		launches++;
+		if (!CHECK(cu.cuEventRecord(ev[slot], s)))
+			break;
+	}
+	CHECK(cu.cuCtxSynchronize());
+	printf("launches=%llu\n", launches);
+	printf("wall_ns=%llu\n", (unsigned long long)(now_ns() - t0));
+	if (stats) {
+		uint64_t b0 = busy, k0 = kernels;
+
+		if (stats(0, (int)getpid(), &busy, &kernels) == 0) {
+			printf("busy_ns=%llu\n", (unsigned long long)(busy - b0));
+			printf("kernels=%llu\n",
+			       (unsigned long long)(kernels - k0));
+		}
+	}
+	for (long i = 0; i < depth; i++)
+		cu.cuEventDestroy_v2(ev[i]);
+	for (long i = 0; i < nstreams; i++)
+		cu.cuStreamDestroy_v2(st[i]);
+	cu.cuModuleUnload(mod);
+	close_primary(0);
+	return finish("tenant");
+}

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0 */
+/*
+ * gate: the shim's compute gate in module mode, end to end. Tenants
+ * (gstest tenant under LD_PRELOAD=libgpuslice.so, on the simulated driver,
+ * all on one simulated engine through one shared state file) launch 2 ms
+ * kernels back to back, two in flight, each in the cgroup of its compute
+ * vGPU, started together; the engine time each got (simcudaEngineStats)
+ * is its share. Expected: policy 4 with 5/5/10 -> 25/25/50; policy 1 with
+ * 30/70 -> 30/70, and a lone 30 % tenant no more than about 30 % of wall
+ * time; policy 0 -> ungated: about a third each, no ACQUIRE at all; a
+ * vGPU removed under a running tenant -> its next slice's launch fails
+ * with CUDA_ERROR_NOT_PERMITTED, never runs ungated. Slices are 20 ms
+ * (qemu TCG is about 10 times slower than a real machine), tolerances +-10
+ * points. run.sh packs the shim, the simulator and gstest under /shim.
+ */
+#include "gstest.h"
+
+#define P "gate"
+#define CARD 0
+#define SLICE (20 * MS)
+#define NT 3
+#define SECONDS "3"
+#define KERNEL_US "2000"
+#define DEPTH "2"
+#define CAP (64ULL << 20)
+
+struct tenant {
+	const char *cg;
+	const char *quota;	/* GPU_CONTAINER_QUOTA_PERCENT, as the agent sets it */
+	const char *seconds;
+	pid_t pid;
+	int out, in;
+	char buf[16384];
+	int status;
+};
+
+static void exec_tenant(const struct tenant *t)
+{
+	char quota[64];
+	const char *argv[] = { "/shim/bin/gstest", "tenant", t->seconds,
+			       KERNEL_US, DEPTH, "1", "go", NULL };
+	const char *envp[] = {
+		"PATH=/bin:/sbin", "LD_PRELOAD=/shim/lib/libgpuslice.so",
+		"LD_LIBRARY_PATH=/shim/lib", "GPU_IDX=0",
+		"GPU_CONTAINER_MEM=1024", quota, "GPUSLICE_ENFORCE=module",
+		"GPUSLICE_CONTEXT_MIB=4", "GPUSLICE_LOG_LEVEL=info",
+		"SIMCUDA_CONTEXT_MIB=4", "SIMCUDA_STATE=/tmp/gate-sim.state",
+		"SIMCUDA_MEM_MIB=2048", NULL,
+	};
+
+	snprintf(quota, sizeof(quota), "GPU_CONTAINER_QUOTA_PERCENT=%s",
+		 t->quota);
+	if (gs_cg_enter(t->cg) < 0)
+		_exit(120);
+	execve(argv[0], (char **)argv, (char **)envp);
+	_exit(121);
+}
+
+static int start(struct tenant *t)
+{
+	int po[2], pi[2];
+
+	t->buf[0] = 0;
+	t->status = -1;
+	if (pipe(po) < 0 || pipe(pi) < 0)
+		return -1;
+	t->pid = fork();
+	if (t->pid < 0)
+		return -1;
+	if (t->pid == 0) {
+		dup2(pi[0], 0);
+		dup2(po[1], 1);
+		dup2(po[1], 2);
+		close(po[0]);
+		close(pi[1]);
+		exec_tenant(t);
+	}
+	close(po[1]);
+	close(pi[0]);
+	t->out = po[0];
+	t->in = pi[1];
+	return 0;
+}
+
+/* Reads the tenant's output until it holds want (NULL: to EOF). */
+static int read_until(struct tenant *t, const char *want)
+{
+	size_t n = strlen(t->buf);
+	ssize_t r;
+
+	while (n + 1 < sizeof(t->buf)) {
+		if (want && strstr(t->buf, want))
+			return 0;
+		r = read(t->out, t->buf + n, sizeof(t->buf) - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		t->buf[n] = 0;
+	}
+	return want && !strstr(t->buf, want) ? -1 : 0;
+}
+
+/* Reads to EOF and reaps; the exit status or -1. */
+static int finish_tenant(struct tenant *t)
+{
+	int st;
+
+	read_until(t, NULL);
+	close(t->out);
+	close(t->in);
+	if (waitpid(t->pid, &st, 0) < 0 || !WIFEXITED(st))
+		return -1;
+	t->status = WEXITSTATUS(st);
+	return t->status;
+}
+
+static void kill_tenants(struct tenant *ts, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (ts[i].pid > 0 && ts[i].status < 0) {
+			kill(ts[i].pid, SIGKILL);
+			finish_tenant(&ts[i]);
+		}
+	}
+}
+
+/* The value of "key=" in the tenant's key=value output, or ~0. */
+static uint64_t kv(const struct tenant *t, const char *key)
+{
+	char k[64];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\n%s=", key);
+	p = strstr(t->buf, k);	/* after "ready" or a log line: one exists */
+	return p ? strtoull(p + strlen(k), NULL, 10) : ~0ULL;
+}
+
+/*
+ * Starts the tenants, lets them go together once all are ready and
+ * collects their output. 0, or -1 after a failed check.
+ */
+static int run_tenants(struct tenant *ts, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (start(&ts[i]) < 0) {
+			kill_tenants(ts, i);
+			T(0, "fork: %s", gs_errname(errno));
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		if (read_until(&ts[i], "ready") < 0) {
+			kill_tenants(ts, n);
+			T(0, "tenant %s never got ready:\n%s", ts[i].cg, ts[i].buf);
+		}
+	}
+	for (int i = 0; i < n; i++)
+		gs_write_all(ts[i].in, "go\n", 3);
+	for (int i = 0; i < n; i++)
+		finish_tenant(&ts[i]);
+	return 0;
+}
+
+static int setup(uint32_t policy, int n, const uint32_t *quota,
+		 const char *const *cgs, int *ids)
+{
+	gs_destroy_all(gs_fd);
+	TOK(gs_card_set(gs_fd, CARD, policy, 20, SLICE, 0));
+	for (int i = 0; i < n; i++) {
+		ids[i] = gs_vgpu_create(gs_fd, CARD, gs_cg_id(cgs[i]), CAP,
+					quota[i], 0, GPUSLICE_MODE_COMPUTE);
+		T(ids[i] >= 0, "create quota %u: %s", quota[i],
+		  gs_errname(errno));
+	}
+	return 0;
+}
+
+static const char *const cgs[NT] = { "gsgA", "gsgB", "gsgC" };
+
+#define OF_WALL		1	/* shares of wall time, not of the total */
+#define UNGATED		2	/* policy 0: no ACQUIRE expected */
+
+/*
+ * Runs one tenant per vGPU (quota[i] in cgs[i]), then checks each one's
+ * engine share against expect[i] +- tol points.
+ */
+static int scenario(const char *tag, uint32_t policy, int nvgpu,
+		    const uint32_t *quota, int ntenant, const double *expect,
+		    int flags, double tol)
+{
+	struct tenant ts[NT];
+	char qs[NT][8];
+	int ids[NT];
+	double total = 0, wall = 0;
+
+	if (setup(policy, nvgpu, quota, cgs, ids) < 0)
+		return -1;
+	memset(ts, 0, sizeof(ts));
+	for (int i = 0; i < ntenant; i++) {
+		snprintf(qs[i], sizeof(qs[i]), "%u", quota[i]);
+		ts[i].cg = cgs[i];
+		ts[i].quota = qs[i];
+		ts[i].seconds = SECONDS;
+	}
+	if (run_tenants(ts, ntenant) < 0)
+		return -1;
+	for (int i = 0; i < ntenant; i++) {
+		T(ts[i].status == 0, "%s: tenant %s: status %d:\n%s", tag,
+		  ts[i].cg, ts[i].status, ts[i].buf);
+		T(kv(&ts[i], "busy_ns") != ~0ULL && kv(&ts[i], "wall_ns") != ~0ULL,
+		  "%s: tenant %s printed no busy_ns/wall_ns:\n%s", tag, ts[i].cg,
+		  ts[i].buf);
+		T(strstr(ts[i].buf, flags & UNGATED ?
+			 "kernel launches are not gated" :
+			 "kernel launches gated by the module's schedule"),
+		  "%s: tenant %s: no line saying whether it is gated:\n%s", tag,
+		  ts[i].cg, ts[i].buf);
+		total += (double)kv(&ts[i], "busy_ns");
+		if ((double)kv(&ts[i], "wall_ns") > wall)
+			wall = (double)kv(&ts[i], "wall_ns");
+	}
+	T(total > 0 && wall > 0, "%s: no engine time at all", tag);
+	for (int i = 0; i < ntenant; i++) {
+		double s = 100.0 * (double)kv(&ts[i], "busy_ns") /
+			   (flags & OF_WALL ? wall : total);
+
+		gs_line("GSBENCH " P " %s_%s_share %.1f %%", tag, cgs[i], s);
+		gs_info(P " %s %s: quota %s%%, %llu launches, busy %.0f ms of "
+			"%.0f ms, share %.1f%% (expected %.0f%%)", tag, cgs[i],
+			ts[i].quota, (unsigned long long)kv(&ts[i], "launches"),
+			(double)kv(&ts[i], "busy_ns") / 1e6,
+			(double)kv(&ts[i], "wall_ns") / 1e6, s, expect[i]);
+	}
+	gs_line("GSBENCH " P " %s_engine_busy %.1f %%", tag, 100.0 * total / wall);
+	for (int i = 0; i < ntenant; i++) {
+		double s = 100.0 * (double)kv(&ts[i], "busy_ns") /
+			   (flags & OF_WALL ? wall : total);
+
+		T(s > expect[i] - tol && s < expect[i] + tol,
+		  "%s: tenant %s (quota %s%%) got %.1f%% of the engine, expected "
+		  "%.0f%% +- %.0f", tag, cgs[i], ts[i].quota, s, expect[i], tol);
+	}
+	/* The kernel saw the gate at work (or, ungated, never asked). */
+	for (int i = 0; i < ntenant; i++) {
+		struct gpuslice_vgpu_stats st;
+
+		TOK(gs_vgpu_stats(gs_fd, CARD, (uint32_t)ids[i], &st));
+		gs_info(P " %s %s: %llu acquires, %llu slices, busy %.0f ms "
+			"reported, wait %.0f ms", tag, cgs[i],
+			(unsigned long long)st.acquires,
+			(unsigned long long)st.slices, (double)st.busy_ns / 1e6,
+			(double)st.wait_ns / 1e6);
+		if (flags & UNGATED) {
+			TEQ(st.acquires, 0);
+			TEQ(st.busy_ns, 0);
+		} else {
+			T(st.acquires > 0, "%s: %s: no ACQUIRE", tag, cgs[i]);
+			T(st.busy_ns > 0, "%s: %s: no busy time reported", tag,
+			  cgs[i]);
+		}
+		TEQ(st.nprocs, 0);
+	}
+	return 0;
+}
+
+static int t_weighted(void)
+{
+	static const uint32_t q[NT] = { 5, 5, 10 };
+	static const double e[NT] = { 25, 25, 50 };
+
+	return scenario("p4", GPUSLICE_POLICY_WEIGHTED, 3, q, 3, e, 0, 10);
+}
+
+static int t_fixed(void)
+{
+	static const uint32_t q[2] = { 30, 70 };
+	static const double e[2] = { 30, 70 };
+
+	return scenario("p1", GPUSLICE_POLICY_FIXED, 2, q, 2, e, 0, 10);
+}
+
+/* Policy 1 lends no idle units: a lone 30 % tenant stays near 30 %. */
+static int t_fixed_lone(void)
+{
+	static const uint32_t q[2] = { 30, 70 };
+	static const double e[1] = { 30 };
+
+	return scenario("p1lone", GPUSLICE_POLICY_FIXED, 2, q, 1, e, OF_WALL,
+			10);
+}
+
+/* Policy 0: nothing gated, the engine's FIFO shares it about evenly. */
+static int t_native(void)
+{
+	static const uint32_t q[NT] = { 5, 5, 10 };
+	static const double e[NT] = { 100.0 / 3, 100.0 / 3, 100.0 / 3 };
+
+	return scenario("p0", GPUSLICE_POLICY_NATIVE, 3, q, 3, e, UNGATED, 10);
+}
+
+/* A vGPU removed under a running tenant: its launches are refused. */
+static int t_removed(void)
+{
+	static const uint32_t q[1] = { 50 };
+	struct tenant t = { .cg = "gsgA", .quota = "50", .seconds = "20" };
+	int ids[1];
+
+	if (setup(GPUSLICE_POLICY_WEIGHTED, 1, q, cgs, ids) < 0)
+		return -1;
+	TOK(start(&t));
+	if (read_until(&t, "ready") < 0) {
+		kill_tenants(&t, 1);
+		T(0, "tenant never got ready:\n%s", t.buf);
+	}
+	gs_write_all(t.in, "go\n", 3);
+	gs_sleep_ms(500);
+	TOK(gs_vgpu_destroy(gs_fd, CARD, (uint32_t)ids[0]));
+	finish_tenant(&t);
+	T(t.status == 1, "tenant: status %d after its vGPU went:\n%s",
+	  t.status, t.buf);
+	T(strstr(t.buf, "launch.rc=CUDA_ERROR_NOT_PERMITTED"),
+	  "the launch failed otherwise:\n%s", t.buf);
+	T(strstr(t.buf, "its vGPU was removed"),
+	  "no line saying the vGPU was removed:\n%s", t.buf);
+	T(kv(&t, "wall_ns") < 15000000000ULL,
+	  "the tenant ran on for %llu ns", (unsigned long long)kv(&t, "wall_ns"));
+	gs_info(P " removed: the tenant's launches refused %.0f ms after it "
+		"started (the vGPU went at 500 ms)",
+		(double)kv(&t, "wall_ns") / 1e6);
+	return 0;
+}
+
+int main(void)
+{
+	gs_init(P, 110);
+	for (int i = 0; i < NT; i++) {
+		if (!gs_cg_create(cgs[i])) {
+			gs_line("GSTEST " P " FAIL setup: cgroup %s: %s", cgs[i],
+				gs_errname(errno));
+			gs_nfail++;
+			return gs_finish();
+		}
+	}
+	gs_run("weighted_5_5_10", t_weighted);
+	gs_run("fixed_30_70", t_fixed);
+	gs_run("fixed_lone_30", t_fixed_lone);
+	gs_run("native_ungated", t_native);
+	gs_run("vgpu_removed_refused", t_removed);
+	return gs_finish();
+}
