@@ -7,10 +7,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Without the kernel module (the file ledger's mode) launches are not
-// gated: a tenant keeps the simulated engine busy and the shim says
-// nothing about launches. The gate itself is tested against the module in
-// the qemu guest (kmod/guest/tests/gate.c).
+// Without the kernel module (the file ledger's mode) and without a
+// GPU_POLICY launches are not gated: a tenant keeps the simulated engine
+// busy and the shim says nothing about launches. The module's gate is
+// tested in the qemu guest (kmod/guest/tests/gate.c), the schedule file's
+// in gate_file_test.go.
 func TestLaunchesUngatedWithoutModule(t *testing.T) {
 	t.Parallel()
 	m := newMachine(t)

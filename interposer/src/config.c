@@ -10,12 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shim.h"
 
 #define GS_MAX_CAP_MIB (16ULL * 1024 * 1024)	/* 16 TiB */
 #define GS_DEFAULT_CONTEXT_MIB 256
 #define GS_DEFAULT_LEDGER_DIR "/run/gpuslice/ledger"
+#define GS_DEFAULT_SCHED_DIR "/run/gpuslice/sched"
+#define GS_DEFAULT_MAX_INST 20
+#define GS_DEFAULT_SLICE_MS 5
 
 /* Parses "a,b,c" of integers in [min, max]; returns the count or -1. */
 static int parse_list(const char *s, unsigned long long min,
@@ -64,6 +68,98 @@ static void copy_setting(char *dst, size_t len, const char *v, const char *def)
 	snprintf(dst, len, "%s", v && *v ? v : def);
 }
 
+/*
+ * The compute settings of the no-module gate (GPU_POLICY and
+ * GPU_CONTAINER_QUOTA_PERCENT: one per card, in GPU_IDX's order). Fills
+ * pol and quota (-1 and 0 when unset); false with err set when malformed.
+ */
+static bool parse_compute(struct gs_config *cfg,
+			  const char *(*get)(const char *), int ncards,
+			  int *pol, unsigned int *quota, char *err,
+			  size_t errlen)
+{
+	const char *vpol = get("GPU_POLICY");
+	const char *vq = get("GPU_CONTAINER_QUOTA_PERCENT");
+	const char *vpri = get("GPU_CONTAINER_PRIORITY");
+	const char *vinst = get("GPUSLICE_MAX_INST");
+	const char *vslice = get("GPUSLICE_SLICE_MS");
+	const char *vkey = get("GPUSLICE_VGPU");
+	unsigned long long v[GS_MAX_CARDS];
+	int n;
+
+	for (int i = 0; i < ncards; i++) {
+		pol[i] = -1;
+		quota[i] = 0;
+	}
+	cfg->max_inst = GS_DEFAULT_MAX_INST;
+	cfg->slice_ns = GS_DEFAULT_SLICE_MS * 1000000ULL;
+	if (vkey && *vkey) {
+		if (strlen(vkey) >= sizeof(cfg->vgpu_key)) {
+			snprintf(err, errlen,
+				 "GPUSLICE_VGPU=%.40s...: want at most %zu characters",
+				 vkey, sizeof(cfg->vgpu_key) - 1);
+			return false;
+		}
+		snprintf(cfg->vgpu_key, sizeof(cfg->vgpu_key), "%s", vkey);
+	} else if (gethostname(cfg->vgpu_key, sizeof(cfg->vgpu_key) - 1) ||
+		   !cfg->vgpu_key[0]) {
+		snprintf(cfg->vgpu_key, sizeof(cfg->vgpu_key), "default");
+	}
+	if (vpol && *vpol) {
+		n = parse_list(vpol, 0, 6, v, GS_MAX_CARDS);
+		if (n != ncards) {
+			snprintf(err, errlen,
+				 "GPU_POLICY=%s: want one policy 0-6 per card (%d), comma-separated",
+				 vpol, ncards);
+			return false;
+		}
+		for (int i = 0; i < n; i++)
+			pol[i] = (int)v[i];
+	}
+	if (vq && *vq) {
+		n = parse_list(vq, 0, 100, v, GS_MAX_CARDS);
+		for (int i = 0; i < n; i++)
+			if (v[i] % 5)
+				n = -1;
+		if (n != ncards) {
+			snprintf(err, errlen,
+				 "GPU_CONTAINER_QUOTA_PERCENT=%s: want one percentage 0-100, a multiple of 5, per card (%d), comma-separated",
+				 vq, ncards);
+			return false;
+		}
+		for (int i = 0; i < n; i++)
+			quota[i] = (unsigned int)v[i];
+	}
+	if (vpri && *vpri) {
+		if (parse_list(vpri, 0, 1, v, 1) != 1) {
+			snprintf(err, errlen,
+				 "GPU_CONTAINER_PRIORITY=%s: want 0-1 (0 low, 1 high)",
+				 vpri);
+			return false;
+		}
+		cfg->high = (unsigned int)v[0];
+	}
+	if (vinst && *vinst) {
+		if (parse_list(vinst, 1, 64, v, 1) != 1) {
+			snprintf(err, errlen,
+				 "GPUSLICE_MAX_INST=%s: want units per period 1-64",
+				 vinst);
+			return false;
+		}
+		cfg->max_inst = (unsigned int)v[0];
+	}
+	if (vslice && *vslice) {
+		if (parse_list(vslice, 1, 100, v, 1) != 1) {
+			snprintf(err, errlen,
+				 "GPUSLICE_SLICE_MS=%s: want milliseconds 1-100",
+				 vslice);
+			return false;
+		}
+		cfg->slice_ns = v[0] * 1000000ULL;
+	}
+	return true;
+}
+
 int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 		    char *err, size_t errlen)
 {
@@ -72,10 +168,14 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 	const char *vctx = get("GPUSLICE_CONTEXT_MIB");
 	const char *venf = get("GPUSLICE_ENFORCE");
 	int nidx = 0, nmem;
+	int pol[GS_MAX_CARDS];
+	unsigned int quota[GS_MAX_CARDS];
 
 	memset(cfg, 0, sizeof(*cfg));
 	copy_setting(cfg->ledger_dir, sizeof(cfg->ledger_dir),
 		     get("GPUSLICE_LEDGER_DIR"), GS_DEFAULT_LEDGER_DIR);
+	copy_setting(cfg->sched_dir, sizeof(cfg->sched_dir),
+		     get("GPUSLICE_SCHED_DIR"), GS_DEFAULT_SCHED_DIR);
 	copy_setting(cfg->real_libcuda, sizeof(cfg->real_libcuda),
 		     get("GPUSLICE_REAL_LIBCUDA"), "libcuda.so.1");
 	copy_setting(cfg->real_libnvml, sizeof(cfg->real_libnvml),
@@ -128,6 +228,9 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 		}
 		cfg->context_bytes = ctx * GS_MIB;
 	}
+	if (!parse_compute(cfg, get, nmem, pol, quota, cfg->compute_err,
+			   sizeof(cfg->compute_err)))
+		cfg->compute_invalid = true;
 	for (int i = 0; i < nmem; i++) {
 		for (int j = 0; j < i && nidx; j++) {
 			if (idx[j] == idx[i]) {
@@ -139,6 +242,8 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 		}
 		cfg->cards[i].index = nidx ? (int)idx[i] : i;
 		cfg->cards[i].cap = mem[i] * GS_MIB;
+		cfg->cards[i].policy = pol[i];
+		cfg->cards[i].quota = quota[i];
 	}
 	cfg->ncards = nmem;
 	sort_cards(cfg);

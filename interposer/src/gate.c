@@ -8,9 +8,11 @@
  * the process sees is attached (the memory ledger's file, ledger_kmod.c)
  * and ATTACH's answer decides: a compute vGPU under policy 1-6 is gated;
  * a memory vGPU or policy 0 is not; a card without an attachable vGPU has
- * its launches refused, as its allocations are. When no card is gated (or
- * there is no module: the file ledger's mode) gs_gate_mode turns OFF and a
- * launch costs one predictable branch more than the bare wrapper.
+ * its launches refused, as its allocations are. Without the module (the
+ * file ledger's mode) a card with a GPU_POLICY other than 0 is gated by
+ * the card's schedule file instead (sched_file.c, slow_path_file below).
+ * When no card is gated gs_gate_mode turns OFF and a launch costs one
+ * predictable branch more than the bare wrapper.
  *
  * The fast path: no system call. The card's schedule page, read under its
  * sequence count, names the owner and the slice's end; when the owner is
@@ -44,17 +46,21 @@
  * slice and on the slow path.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
 
 #include "kmod.h"
+#include "sched_file.h"
 #include "shim.h"
 
 int gs_gate_mode;
 
 /* A fence that returned sooner found nothing of ours still running. */
 #define GS_FENCE_WAITED_NS 100000ULL
+/* The most spill owed to later slices (no module). */
+#define GS_DEBT_MAX_NS 20000000ULL
 /* Refusals of one card logged at most once a second. */
 #define GS_REFUSAL_LOG_NS 1000000000ULL
 
@@ -92,12 +98,86 @@ static void gate_after_fork_child(void)
 		g->first_ns = 0;
 		g->busy_ns = 0;
 		g->active = false;
+		g->debt_ns = 0;
+		if (g->sf)
+			gs_sf_after_fork_child(g->sf);
 	}
 }
 
 static void register_fork_handler(void)
 {
 	pthread_atfork(NULL, NULL, gate_after_fork_child);
+}
+
+/* The card's settings from the environment, NULL when not listed. */
+static const struct gs_card_config *card_config(const struct gs_card *c)
+{
+	const struct gs_config *cfg = gs_config();
+
+	for (int i = 0; i < cfg->ncards; i++)
+		if (cfg->cards[i].index == c->index)
+			return &cfg->cards[i];
+	return NULL;
+}
+
+/*
+ * No module: the card's schedule file decides (sched_file.c). Only cards
+ * with a GPU_POLICY are looked at; the file's card settings win over the
+ * environment's. Returns the card's GS_GATE_CARD_* state.
+ */
+static int resolve_file_card(struct gs_card *c)
+{
+	const struct gs_config *cfg = gs_config();
+	const struct gs_card_config *cc = card_config(c);
+	struct gs_gate_card *g = &c->gate;
+	struct gs_sf_want want;
+	struct gs_sf_info info;
+	struct gs_sf *sf;
+	char path[512], msg[512] = "";
+	int rc;
+
+	if (cfg->compute_invalid) {
+		gs_err("card %d: kernel launches are refused: %s", c->index,
+		       cfg->compute_err);
+		return GS_GATE_CARD_REFUSED;
+	}
+	if (!cc || cc->policy < 0)
+		return GS_GATE_CARD_UNGATED;
+	snprintf(path, sizeof(path), "%s/card%d.sched", cfg->sched_dir,
+		 c->index);
+	want.policy = (uint32_t)cc->policy;
+	want.max_inst = cfg->max_inst;
+	want.slice_ns = cfg->slice_ns;
+	want.quota = cc->quota;
+	want.high = cfg->high;
+	want.key = cfg->vgpu_key;
+	rc = gs_sf_open(path, &want, &sf, &info, msg, sizeof(msg));
+	if (rc < 0) {
+		gs_err("card %d: kernel launches are refused: %s (GPUSLICE_SCHED_DIR)",
+		       c->index, msg);
+		return GS_GATE_CARD_REFUSED;
+	}
+	if (info.differs)
+		gs_warn("card %d: the schedule file %s says policy %u, %u units of %llu ms; the environment's policy %u, %u units of %llu ms do not apply",
+			c->index, path, info.policy, info.max_inst,
+			(unsigned long long)(info.slice_ns / 1000000),
+			want.policy, want.max_inst,
+			(unsigned long long)(want.slice_ns / 1000000));
+	if (rc == 0) {
+		gs_info("card %d: kernel launches are not gated (quota %u%%, policy %u)",
+			c->index, want.quota, info.policy);
+		return GS_GATE_CARD_UNGATED;
+	}
+	pthread_mutex_init(&g->lock, NULL);
+	g->sf = sf;
+	g->id = info.id;
+	g->page = gs_sf_page(sf);
+	if (ngated < GS_MAX_CARDS)
+		gated[ngated++] = g;
+	gs_info("card %d: kernel launches gated by the schedule file %s (vGPU %s as %d, quota %u%%, policy %u)",
+		c->index, path, cfg->vgpu_key, info.id, info.quota,
+		info.policy);
+	return GS_GATE_CARD_GATED;
 }
 
 /* Decides whether card c's launches are gated; resolve_lock held. */
@@ -111,6 +191,11 @@ static void resolve_card_locked(struct gs_card *c)
 	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) !=
 	    GS_GATE_CARD_UNRESOLVED)
 		return;
+	if (!gs_use_module()) {
+		__atomic_store_n(&g->state, resolve_file_card(c),
+				 __ATOMIC_RELEASE);
+		return;
+	}
 	l = gs_card_ledger(c);
 	kc = gs_kmod_ledger_card(l);
 	if (!l) {
@@ -143,6 +228,19 @@ static void resolve_card_locked(struct gs_card *c)
 	__atomic_store_n(&g->state, state, __ATOMIC_RELEASE);
 }
 
+/* No module: a card with a GPU_POLICY (or a malformed compute setting). */
+static bool file_gate_wanted(void)
+{
+	const struct gs_config *cfg = gs_config();
+
+	if (cfg->compute_invalid)
+		return true;
+	for (int i = 0; i < cfg->ncards; i++)
+		if (cfg->cards[i].policy > 0)
+			return true;
+	return false;
+}
+
 /*
  * Decides for every card the process sees, once the driver can say how
  * many there are (it can once a context exists, which a launch needs).
@@ -156,7 +254,8 @@ static int resolve(void)
 	mode = __atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE);
 	if (mode != GS_GATE_UNKNOWN)
 		goto out;
-	if (!gs_enabled() || gs_config()->invalid || !gs_use_module()) {
+	if (!gs_enabled() || gs_config()->invalid ||
+	    (!gs_use_module() && !file_gate_wanted())) {
 		mode = GS_GATE_OFF;
 		goto store;
 	}
@@ -231,7 +330,7 @@ static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
 static bool may_run(const struct gs_gate_card *g, int32_t owner,
 		    uint64_t end, uint64_t now)
 {
-	return owner == g->id && now < end;
+	return owner == __atomic_load_n(&g->id, __ATOMIC_RELAXED) && now < end;
 }
 
 /*
@@ -273,8 +372,7 @@ static CUresult slice_begins(struct gs_gate_card *g, uint64_t end,
  */
 static void fence_and_release_locked(struct gs_gate_card *g, int fd)
 {
-	struct gpuslice_release rel = { .card = (__u32)g->kc->card,
-					.flags = GPUSLICE_RELEASE_IDLE };
+	struct gpuslice_release rel = { .flags = GPUSLICE_RELEASE_IDLE };
 	uint64_t t0 = now_ns(), t1, busy = g->busy_ns;
 
 	if (gs_real.cuCtxSynchronize)
@@ -288,12 +386,91 @@ static void fence_and_release_locked(struct gs_gate_card *g, int fd)
 			busy += stop - g->first_ns;
 	}
 	rel.busy_ns = busy;
-	if (fd >= 0)
+	/* No module: the spill past our slice is owed to our next slices. */
+	if (g->sf && t1 - t0 >= GS_FENCE_WAITED_NS && g->seen_end &&
+	    t1 > g->seen_end) {
+		g->debt_ns += t1 - g->seen_end;
+		if (g->debt_ns > GS_DEBT_MAX_NS)
+			g->debt_ns = GS_DEBT_MAX_NS;
+	}
+	if (g->sf) {
+		gs_sf_release(g->sf);	/* the busy time: not kept yet */
+	} else if (fd >= 0) {
+		rel.card = (__u32)g->kc->card;
 		ioctl(fd, GPUSLICE_IOC_RELEASE, &rel);
+	}
 	g->busy_ns = 0;
 	g->first_ns = 0;
 	g->active = false;
 	__atomic_store_n(&g->seen_end, 0, __ATOMIC_RELEASE);
+}
+
+static void sleep_until(uint64_t t)
+{
+	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ULL),
+			       .tv_nsec = (long)(t % 1000000000ULL) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+}
+
+/*
+ * The slow path over the schedule file (no module). As the module's, with
+ * one addition: the time the fence found our work still running past our
+ * slice's end (the spill into the next owner's slice) is a debt, paid at
+ * the start of our next slices before we launch in them (counted from
+ * the slice's start: the time it took us to wake pays too), so that a
+ * tenant's share is its slices, spill included (at most GS_DEBT_MAX_NS
+ * owed).
+ */
+static CUresult slow_path_file(struct gs_card *c, const char *what)
+{
+	struct gs_gate_card *g = &c->gate;
+	int32_t owner, id;
+	uint64_t start, end, now;
+	int err;
+
+	pthread_mutex_lock(&g->lock);
+	if (read_slice(g, &owner, &end) &&
+	    may_run(g, owner, end, now = now_ns())) {
+		launch_in_slice_locked(g, end, now);
+		pthread_mutex_unlock(&g->lock);
+		return CUDA_SUCCESS;
+	}
+	if (g->active)
+		fence_and_release_locked(g, -1);
+	for (;;) {
+		err = gs_sf_acquire(g->sf, &id, &start, &end);
+		if (err) {
+			pthread_mutex_unlock(&g->lock);
+			return refuse(c, what, strerror(-err));
+		}
+		if (!g->debt_ns)
+			break;
+		/*
+		 * What our last slice spilled into the next ones is paid
+		 * out of this one, counted from its start (the time we took
+		 * to get here pays too): launch once it is paid, and let the
+		 * slice go if it pays no more than that.
+		 */
+		if (start + g->debt_ns >= end) {
+			g->debt_ns -= end - start;
+			sleep_until(end);
+			continue;
+		}
+		now = now_ns();
+		if (now < start + g->debt_ns)
+			sleep_until(start + g->debt_ns);
+		g->debt_ns = 0;
+		break;
+	}
+	/* A recovered file may have renumbered the vGPUs. */
+	__atomic_store_n(&g->id, id, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->acq_end, end, __ATOMIC_RELEASE);
+	launch_in_slice_locked(g, end, now_ns());
+	pthread_mutex_unlock(&g->lock);
+	return CUDA_SUCCESS;
 }
 
 static CUresult slow_path(struct gs_card *c, const char *what)
@@ -369,7 +546,9 @@ CUresult gs_gate_launch(const char *what)
 		return CUDA_SUCCESS;
 	if (state != GS_GATE_CARD_GATED)
 		return refuse(c, what,
-			      "no vGPU of this process's cgroup is attached through " GPUSLICE_DEVICE);
+			      gs_use_module() ?
+			      "no vGPU of this process's cgroup is attached through " GPUSLICE_DEVICE :
+			      "the card's schedule file cannot be used (see above)");
 	/* The fast path. */
 	if (__builtin_expect(read_slice(g, &owner, &end), 1) &&
 	    may_run(g, owner, end, now = now_ns())) {
@@ -380,7 +559,7 @@ CUresult gs_gate_launch(const char *what)
 			return CUDA_SUCCESS;
 		return slice_begins(g, end, now);
 	}
-	return slow_path(c, what);
+	return g->sf ? slow_path_file(c, what) : slow_path(c, what);
 }
 
 /*

@@ -57,6 +57,8 @@ void *gs_hook_by_name(const char *name);
 struct gs_card_config {
 	int index;	/* physical card index (GPU_IDX) */
 	uint64_t cap;	/* bytes (GPU_CONTAINER_MEM) */
+	int policy;	/* GPU_POLICY, -1 when unset (no-module gate) */
+	unsigned int quota;	/* GPU_CONTAINER_QUOTA_PERCENT, 0 when unset */
 };
 
 /* Who keeps the memory ledger (GPUSLICE_ENFORCE). */
@@ -76,6 +78,18 @@ struct gs_config {
 	char ledger_dir[256];	/* GPUSLICE_LEDGER_DIR */
 	char real_libcuda[256];	/* GPUSLICE_REAL_LIBCUDA */
 	char real_libnvml[256];	/* GPUSLICE_REAL_LIBNVML */
+	/*
+	 * The compute settings the no-module gate uses (module mode reads
+	 * the kernel's record): a malformed one refuses the container's
+	 * launches there (compute_err says why), never its allocations.
+	 */
+	bool compute_invalid;
+	char compute_err[256];
+	unsigned int high;	/* GPU_CONTAINER_PRIORITY */
+	unsigned int max_inst;	/* GPUSLICE_MAX_INST */
+	uint64_t slice_ns;	/* GPUSLICE_SLICE_MS */
+	char sched_dir[256];	/* GPUSLICE_SCHED_DIR */
+	char vgpu_key[128];	/* GPUSLICE_VGPU, default the hostname */
 };
 
 /* Parses env (a NULL-terminated environ-like getter); errors to err. */
@@ -90,6 +104,7 @@ static inline bool gs_enabled(void)
 
 struct gpuslice_sched_page;
 struct gs_kmod_card;
+struct gs_sf;
 
 /*
  * A card's compute gate (gate.c): decided at the process's first launch
@@ -98,8 +113,9 @@ struct gs_kmod_card;
  */
 struct gs_gate_card {
 	int state;		/* GS_GATE_CARD_*, atomic */
-	int32_t id;		/* the vGPU, as the schedule page names it */
+	int32_t id;		/* atomic: the vGPU, as the schedule page names it */
 	const struct gs_kmod_card *kc;	/* the module's file (ACQUIRE, RELEASE) */
+	struct gs_sf *sf;	/* or the schedule file (no-module mode) */
 	const struct gpuslice_sched_page *page;	/* NULL: ACQUIRE's answer */
 	pthread_mutex_t lock;	/* the slow path: one thread at a time */
 	uint64_t seen_end;	/* atomic: the slice of the latest launch, 0 none */
@@ -107,6 +123,7 @@ struct gs_gate_card {
 	uint64_t first_ns;	/* first launch in seen_end's slice, 0 none */
 	uint64_t busy_ns;	/* earlier slices' busy time, not yet reported */
 	bool active;		/* launched or acquired since the last RELEASE */
+	uint64_t debt_ns;	/* no module: spill owed to the next slices */
 	uint64_t last_log;	/* atomic: the last refusal logged */
 };
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * gstest tenant <seconds> <kernel_us> <depth> [streams] [go]: a compute
+ * gstest tenant <seconds> <kernel_us> <depth> [streams] [go] [hold]: a compute
  * tenant. Launches kernels of kernel_us microseconds back to back for the
  * given seconds (on the simulated driver a kernel occupies the device's
  * engine for the duration in kernelParams[0], in ns), keeping at most
@@ -8,7 +8,9 @@
  * waited for before the next), spread round robin over streams streams
  * (default 1). With "go" it prints "ready" once its context, module and
  * streams exist and starts when a line arrives on stdin, so that several
- * tenants start together.
+ * tenants start together. Zero seconds launches one kernel. With "hold" it
+ * prints "held" once done and keeps its context (an idle tenant) until
+ * stdin ends.
  *
  * Prints key=value: launches, kernels and busy_ns (the engine time of its
  * own kernels, from simcuda's simcudaEngineStats; absent on another
@@ -53,20 +55,24 @@ int cmd_tenant(int argc, char **argv)
 	static CUstream st[MAX_STREAMS];
 	uint64_t ns, t0, deadline, busy = 0, kernels = 0;
 	long seconds, kernel_us, depth, nstreams = 1;
-	bool go = false;
+	bool go = false, hold = false;
 	void *params[] = { &ns };
 	unsigned long long launches = 0;
 	CUmodule mod;
 	CUfunction f;
 	CUresult rc;
 
+	if (argc > 3 && !strcmp(argv[argc - 1], "hold")) {
+		hold = true;
+		argc--;
+	}
 	if (argc > 3 && !strcmp(argv[argc - 1], "go")) {
 		go = true;
 		argc--;
 	}
 	if (argc < 3 || argc > 4)
-		dief("usage: tenant <seconds> <kernel_us> <depth> [streams] [go]");
-	seconds = parse_long(argv[0], 1, 3600, "seconds");
+		dief("usage: tenant <seconds> <kernel_us> <depth> [streams] [go] [hold]");
+	seconds = parse_long(argv[0], 0, 3600, "seconds");
 	kernel_us = parse_long(argv[1], 0, 10000000, "kernel_us");
 	depth = parse_long(argv[2], 1, MAX_DEPTH, "depth");
 	if (argc > 3)
@@ -103,7 +109,7 @@ int cmd_tenant(int argc, char **argv)
 
 	t0 = now_ns();
 	deadline = t0 + (uint64_t)seconds * 1000000000ULL;
-	while (now_ns() < deadline) {
+	while (now_ns() < deadline || (!seconds && !launches)) {
 		long slot = (long)(launches % (unsigned long long)depth);
 		CUstream s = st[launches % (unsigned long long)nstreams];
 
@@ -132,6 +138,12 @@ int cmd_tenant(int argc, char **argv)
 			printf("kernels=%llu\n",
 			       (unsigned long long)(kernels - k0));
 		}
+	}
+	if (hold) {
+		/* An idle tenant: its context stays, it launches no more. */
+		printf("held\n");
+		fflush(stdout);
+		wait_go();
 	}
 	for (long i = 0; i < depth; i++)
 		cu.cuEventDestroy_v2(ev[i]);

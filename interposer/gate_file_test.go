@@ -1,0 +1,205 @@
+package interposer_test
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The compute gate without the kernel module: tenants (gstest tenant, one
+// process each, a container each: its own GPUSLICE_VGPU key and ledger)
+// share one simulated card (one SIMCUDA_STATE, one engine) and one
+// schedule file (GPUSLICE_SCHED_DIR); their share is the engine time their
+// kernels got (simcudaEngineStats). Kernels of 1 ms, two in flight, 5 ms
+// slices, started together.
+
+// shareTol is the tolerance on a share, in points: it must hold on a
+// loaded 2-core machine. The measured errors are logged.
+const shareTol = 5.0
+
+const (
+	tenantSeconds = "3"
+	tenantKernel  = "1000"
+	tenantDepth   = "2"
+)
+
+type tenantSpec struct {
+	key   string
+	quota string
+}
+
+// schedMachine is a card whose containers are gated by the schedule file
+// under policy.
+func schedMachine(t *testing.T, policy string) *machine {
+	m := newMachine(t, "GPUSLICE_ENFORCE", "file", "GPU_POLICY", policy,
+		"GPUSLICE_CONTEXT_MIB", "4", "GPUSLICE_LOG_LEVEL", "info")
+	m.set("GPUSLICE_SCHED_DIR", filepath.Join(m.dir, "sched"))
+	return m
+}
+
+// container is the machine as seen by the container of spec.
+func (m *machine) container(s tenantSpec) *machine {
+	return m.with("GPUSLICE_VGPU", s.key, "GPU_CONTAINER_QUOTA_PERCENT", s.quota,
+		"GPUSLICE_LEDGER_DIR", filepath.Join(m.dir, "ledger-"+s.key))
+}
+
+// startTenants starts the tenants (args after the subcommand's seconds)
+// and lets them go together once all are ready.
+func startTenants(m *machine, seconds string, specs ...tenantSpec) []*proc {
+	m.t.Helper()
+	var ps []*proc
+	for _, s := range specs {
+		ps = append(ps, m.container(s).start("tenant", seconds, tenantKernel, tenantDepth, "1", "go"))
+	}
+	for _, p := range ps {
+		p.await("ready", 30*time.Second)
+	}
+	for _, p := range ps {
+		_, err := p.stdin.Write([]byte("go\n"))
+		require.NoError(m.t, err)
+	}
+	return ps
+}
+
+// finish waits for the tenants and returns their results (each must
+// succeed and have been gated).
+func finish(t *testing.T, ps []*proc) []result {
+	t.Helper()
+	var rs []result
+	for _, p := range ps {
+		r := p.stop(60 * time.Second)
+		require.Equal(t, 0, r.code, "%s", r)
+		require.Len(t, r.lines("gpuslice[", "gated by the schedule file"), 1, "%s", r)
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// checkShares compares each tenant's share of the engine time they got
+// together with want (percent), within shareTol, and logs the errors.
+func checkShares(t *testing.T, specs []tenantSpec, rs []result, want []float64) {
+	t.Helper()
+	var total float64
+	busy := make([]float64, len(rs))
+	for i, r := range rs {
+		busy[i] = float64(r.num(t, "busy_ns"))
+		total += busy[i]
+	}
+	require.NotZero(t, total)
+	var log []string
+	worst := 0.0
+	for i := range rs {
+		got := 100 * busy[i] / total
+		err := got - want[i]
+		worst = math.Max(worst, math.Abs(err))
+		log = append(log, fmt.Sprintf("%s(%s%%): %.1f%% want %.0f%% (%+.1f), %.1f%% of wall",
+			specs[i].key, specs[i].quota, got, want[i], err,
+			100*busy[i]/float64(rs[i].num(t, "wall_ns"))))
+	}
+	t.Logf("shares: %s; worst error %.1f points", strings.Join(log, "; "), worst)
+	for i := range rs {
+		assert.InDelta(t, want[i], 100*busy[i]/total, shareTol, "%s\n%s", log[i], rs[i])
+	}
+}
+
+func TestFileGateWeighted(t *testing.T) {
+	t.Parallel()
+	m := schedMachine(t, "4")
+	specs := []tenantSpec{{"a", "5"}, {"b", "5"}, {"c", "10"}}
+	rs := finish(t, startTenants(m, tenantSeconds, specs...))
+	checkShares(t, specs, rs, []float64{25, 25, 50})
+}
+
+func TestFileGateFixed(t *testing.T) {
+	t.Parallel()
+	m := schedMachine(t, "1")
+	specs := []tenantSpec{{"a", "30"}, {"b", "70"}}
+	rs := finish(t, startTenants(m, tenantSeconds, specs...))
+	checkShares(t, specs, rs, []float64{30, 70})
+}
+
+// Policy 1 lends nothing: a lone 30 % tenant gets no more than its 30 %
+// of wall time (the rest of the card idles).
+func TestFileGateFixedAlone(t *testing.T) {
+	t.Parallel()
+	m := schedMachine(t, "1")
+	r := finish(t, startTenants(m, tenantSeconds, tenantSpec{"a", "30"}))[0]
+	share := 100 * float64(r.num(t, "busy_ns")) / float64(r.num(t, "wall_ns"))
+	t.Logf("lone 30%% tenant: %.1f%% of wall time (%+.1f)", share, share-30)
+	assert.LessOrEqual(t, share, 33.0, "%s", r)
+	assert.Greater(t, share, 30.0-shareTol, "%s", r)
+}
+
+func TestFileGatePreemptive(t *testing.T) {
+	t.Parallel()
+	m := schedMachine(t, "3")
+	specs := []tenantSpec{{"a", "10"}, {"b", "20"}, {"c", "30"}}
+	rs := finish(t, startTenants(m, tenantSeconds, specs...))
+	checkShares(t, specs, rs, []float64{100.0 / 3, 100.0 / 3, 100.0 / 3})
+}
+
+// Policy 6 reclaims an idle vGPU's units: with the third tenant idle (it
+// launched once and keeps its context) the other two share the card.
+func TestFileGateWeightedWeakIdle(t *testing.T) {
+	t.Parallel()
+	m := schedMachine(t, "6")
+	idle := m.container(tenantSpec{"c", "10"}).start("tenant", "0", tenantKernel, tenantDepth, "1", "hold")
+	idle.await("held", 30*time.Second)
+	specs := []tenantSpec{{"a", "5"}, {"b", "5"}}
+	rs := finish(t, startTenants(m, tenantSeconds, specs...))
+	checkShares(t, specs, rs, []float64{50, 50})
+	for i, r := range rs {
+		wall := 100 * float64(r.num(t, "busy_ns")) / float64(r.num(t, "wall_ns"))
+		assert.Greater(t, wall, 40.0, "%s gets the idle one's units too\n%s", specs[i].key, r)
+	}
+	r := idle.stop(30 * time.Second)
+	require.Equal(t, 0, r.code, "%s", r)
+}
+
+// A tenant killed mid-run (kill -9) does not stop the others: its vGPU
+// leaves the schedule once its process is found dead, and the survivors
+// share its units from then on (policy 4: 25/25 before, 50/50 after).
+func TestFileGateTenantKilled(t *testing.T) {
+	t.Parallel()
+	m := schedMachine(t, "4")
+	specs := []tenantSpec{{"a", "5"}, {"b", "5"}, {"c", "10"}}
+	ps := startTenants(m, tenantSeconds, specs...)
+	time.Sleep(time.Second)
+	ps[2].kill()
+	rs := finish(t, ps[:2])
+	for i, r := range rs {
+		wall := 100 * float64(r.num(t, "busy_ns")) / float64(r.num(t, "wall_ns"))
+		t.Logf("%s after the kill of c at 1 s: %.1f%% of wall time (ideal about 41.7)", specs[i].key, wall)
+		// Had c kept its units, about 22 % (25 % of the engine time used).
+		assert.Greater(t, wall, 31.0, "%s\n%s", specs[i].key, r)
+	}
+}
+
+// Without GPU_POLICY the file mode stays ungated, and a malformed compute
+// setting refuses launches (never allocations) with one line.
+func TestFileGateConfig(t *testing.T) {
+	t.Parallel()
+	m := schedMachine(t, "4")
+	r := m.with("GPU_POLICY", "").ok("tenant", "1", "1000", "2")
+	assert.Empty(t, r.lines("gpuslice[", "gated"), "%s", r)
+	r = m.with("GPU_POLICY", "0").ok("tenant", "1", "1000", "2")
+	assert.Empty(t, r.lines("gpuslice[", "gated by"), "%s", r)
+	// Quota 0 outside policy 5: not gated.
+	r = m.container(tenantSpec{"z", "0"}).ok("tenant", "1", "1000", "2")
+	assert.Len(t, r.lines("gpuslice[", "kernel launches are not gated"), 1, "%s", r)
+	r = m.container(tenantSpec{"q", "7"}).run("tenant", "1", "1000", "2")
+	require.Equal(t, 1, r.code, "%s", r)
+	assert.Equal(t, "CUDA_ERROR_NOT_PERMITTED", r.kv()["launch.rc"], "%s", r)
+	assert.Len(t, r.lines("gpuslice[", "GPU_CONTAINER_QUOTA_PERCENT=7"), 1, "%s", r)
+	// The file's settings win: one line says so.
+	m.container(tenantSpec{"a", "50"}).ok("tenant", "0", "1000", "2")
+	r = m.container(tenantSpec{"b", "50"}).with("GPU_POLICY", "1").ok("tenant", "0", "1000", "2")
+	assert.Len(t, r.lines("gpuslice[", "the schedule file", "says policy 4"), 1, "%s", r)
+	assert.Len(t, r.lines("gpuslice[", "gated by the schedule file", "policy 4"), 1, "%s", r)
+}

@@ -1,0 +1,781 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The schedule file of the no-module mode: the scheduler core of
+ * kmod/core, run by the gated processes of every container on a card over
+ * one shared file, $GPUSLICE_SCHED_DIR/card<N>.sched (layout in
+ * sched_file_layout.h).
+ *
+ * Locking, as in the ledger file (ledger_file.c): a robust, process-shared
+ * mutex in the file guards the core, the vGPU table and the slots. A
+ * holder that dies leaves it EOWNERDEAD: the next locker rebuilds the core
+ * from the vGPU table and the slots (the core's own state may be torn),
+ * which may renumber the vGPUs; the gate takes its vGPU's id from every
+ * acquire.
+ *
+ * Liveness. Each gated process owns a slot and holds an OFD write lock on
+ * its range for its whole life (the fd is O_CLOEXEC and moved above
+ * 1024). A USED slot nobody locks belongs to a dead process: a slow path
+ * frees it (at most every GS_SF_REAP_INTERVAL_NS, and at every open),
+ * takes it out of its vGPU's process count and pending work, and removes
+ * the vGPU from the core when it was its last process. So a vGPU's id is
+ * reused only after every process of its container is gone.
+ *
+ * Time. There is no timer: gs_sf_acquire advances the core (gs_tick) to
+ * now, publishes the page and, when the slice is not its vGPU's, sleeps
+ * until the slice's end (clock_nanosleep, TIMER_ABSTIME) and looks again.
+ * Slices stay on their grid whoever comes late: a late tick never shifts
+ * the boundaries, it only loses the late part of the slice.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger_file_layout.h"	/* gs_lf_high_fd, gs_lf_clock_ns */
+#include "sched_file.h"
+#include "sched_file_layout.h"
+
+struct gs_sf {
+	struct gs_sf_header *h;
+	/*
+	 * The fd carrying our slot's lock: -1 in a forked child until it
+	 * registers. It and the fields below change under the file's mutex.
+	 */
+	int fd;
+	int slot;		/* -1: none */
+	uint64_t gen;
+	int vgpu;		/* our entry of h->vgpu, -1: none */
+	uint32_t quota, high;
+	char key[GS_SF_KEY_LEN];
+	dev_t dev;
+	ino_t ino;
+	char path[PATH_MAX];
+};
+
+static uint64_t mono(void)
+{
+	return gs_lf_clock_ns(CLOCK_MONOTONIC);
+}
+
+/* ---- the page ---- */
+
+/* Rewrites the page under its sequence count when it changed; locked. */
+static void sf_publish(struct gs_sf_header *h)
+{
+	struct gpuslice_sched_page *p = &h->pub.page;
+	const struct gs_card *c = &h->core;
+	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_RELAXED);
+
+	if (!(seq & 1) &&
+	    __atomic_load_n(&p->owner, __ATOMIC_RELAXED) == gs_owner(c) &&
+	    __atomic_load_n(&p->slice_end_ns, __ATOMIC_RELAXED) ==
+		    gs_slice_end(c) &&
+	    __atomic_load_n(&p->handovers, __ATOMIC_RELAXED) == c->handovers)
+		return;
+	if (seq & 1)	/* a writer died half-way */
+		seq++;
+	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&p->owner, gs_owner(c), __ATOMIC_RELAXED);
+	__atomic_store_n(&p->slice_start_ns, c->slice_start, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->slice_end_ns, gs_slice_end(c), __ATOMIC_RELAXED);
+	__atomic_store_n(&p->policy, c->cfg.policy, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->slice_ns, c->cfg.slice_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->max_inst, c->cfg.max_inst, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->mode, GPUSLICE_MODE_COMPUTE, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->handovers, c->handovers, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* ---- activity (all under the mutex) ---- */
+
+static bool sf_entry_ok(const struct gs_sf_header *h, int v)
+{
+	return v >= 0 && v < (int)GS_SF_NVGPUS &&
+	       h->vgpu[v].state == GS_SF_USED;
+}
+
+/* Reports entry v's work to the core: pending while any process of it
+ * holds a slice or waits for one. */
+static void sf_note(struct gs_sf_header *h, int v, uint64_t now)
+{
+	bool pending = false;
+
+	if (!sf_entry_ok(h, v))
+		return;
+	for (unsigned int i = 0; i < GS_SF_NSLOTS && !pending; i++) {
+		const struct gs_sf_slot *s = &h->slot[i];
+
+		pending = s->state == GS_SF_USED && s->vgpu == v &&
+			  (s->pending || s->waiting);
+	}
+	gs_vgpu_note_work(&h->core, h->vgpu[v].core_id, now, pending);
+}
+
+/*
+ * A grant is pending work only until its slice ends: a process that
+ * launched in its slice and then stopped launching (it never comes back
+ * to the slow path, whose fence would release it) is idle from its
+ * slice's end, not for ever, so policies 3 and 6 reclaim its slices
+ * reclaim_ns later. One that comes back waits, which is pending again.
+ */
+static void sf_expire(struct gs_sf_header *h, uint64_t now)
+{
+	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++) {
+		struct gs_sf_slot *s = &h->slot[i];
+
+		if (s->state != GS_SF_USED || !s->pending ||
+		    s->grant_end > now)
+			continue;
+		s->pending = 0;
+		sf_note(h, s->vgpu, s->grant_end);
+	}
+}
+
+/* One process fewer for entry v; the last one takes the vGPU away. */
+static void sf_entry_put(struct gs_sf_header *h, int v)
+{
+	struct gs_sf_vgpu *e;
+
+	if (!sf_entry_ok(h, v))
+		return;
+	e = &h->vgpu[v];
+	if (e->nprocs)
+		e->nprocs--;
+	if (e->nprocs) {
+		gs_vgpu_set_procs(&h->core, e->core_id, e->nprocs);
+		return;
+	}
+	gs_vgpu_remove(&h->core, e->core_id);
+	e->state = 0;
+	h->removed++;
+}
+
+/* Frees slot i (a dead process's, or ours on the way out). */
+static void sf_slot_free(struct gs_sf_header *h, int i, uint64_t now)
+{
+	struct gs_sf_slot *s = &h->slot[i];
+	int v = s->vgpu;
+	bool busy = s->pending || s->waiting;
+
+	s->state = 0;
+	s->pending = 0;
+	s->waiting = 0;
+	s->vgpu = -1;
+	sf_entry_put(h, v);
+	if (busy)
+		sf_note(h, v, now);
+}
+
+/*
+ * The previous holder died inside a critical section: the core may be
+ * torn. Rebuild it from the vGPU table (the ids may change) and the
+ * slots, and make a reap due.
+ */
+static void sf_recover(struct gs_sf_header *h)
+{
+	struct gs_sched_config cfg = h->core.cfg;
+	uint64_t now = mono();
+	int v, id;
+
+	if (gs_card_init(&h->core, &cfg)) {
+		gs_config_default(&cfg);
+		gs_card_init(&h->core, &cfg);
+	}
+	for (v = 0; v < (int)GS_SF_NVGPUS; v++) {
+		struct gs_sf_vgpu *e = &h->vgpu[v];
+
+		e->nprocs = 0;
+		if (e->state != GS_SF_USED)
+			continue;
+		id = gs_vgpu_add(&h->core, e->quota, e->high);
+		if (id < 0)
+			e->state = 0;
+		else
+			e->core_id = id;
+	}
+	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++) {
+		struct gs_sf_slot *s = &h->slot[i];
+
+		if (s->state != GS_SF_USED)
+			continue;
+		if (sf_entry_ok(h, s->vgpu))
+			h->vgpu[s->vgpu].nprocs++;
+		else
+			s->state = 0;
+	}
+	for (v = 0; v < (int)GS_SF_NVGPUS; v++) {
+		struct gs_sf_vgpu *e = &h->vgpu[v];
+
+		if (e->state != GS_SF_USED)
+			continue;
+		if (!e->nprocs) {
+			gs_vgpu_remove(&h->core, e->core_id);
+			e->state = 0;
+			continue;
+		}
+		gs_vgpu_set_procs(&h->core, e->core_id, e->nprocs);
+		sf_note(h, v, now);
+	}
+	h->last_reap_ns = 0;
+	h->owner_dead++;
+	sf_publish(h);
+}
+
+/* ---- the mutex ---- */
+
+/* In short slices, as lf_lock_wait (ledger_file.c) explains. */
+static int sf_lock(struct gs_sf_header *h)
+{
+	pthread_mutex_t *m = &h->lock.mutex;
+	struct timespec ts;
+	int err;
+
+	err = pthread_mutex_trylock(m);
+	while (err == EBUSY) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += GS_LF_LOCK_SLICE_NS;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		err = pthread_mutex_timedlock(m, &ts);
+		if (err == ETIMEDOUT)
+			err = EBUSY;
+	}
+	if (err == EOWNERDEAD) {
+		sf_recover(h);
+		err = pthread_mutex_consistent(m);
+		if (err) {
+			pthread_mutex_unlock(m);
+			return -EIO;
+		}
+	}
+	return err == ENOTRECOVERABLE ? -EIO : -err;
+}
+
+static void sf_unlock(struct gs_sf_header *h)
+{
+	pthread_mutex_unlock(&h->lock.mutex);
+}
+
+/* ---- slot locks ---- */
+
+static void sf_flock(struct flock *fl, short type, int i)
+{
+	memset(fl, 0, sizeof(*fl));
+	fl->l_type = type;
+	fl->l_whence = SEEK_SET;
+	fl->l_start = (off_t)(offsetof(struct gs_sf_header, slot) +
+			      (size_t)i * sizeof(struct gs_sf_slot));
+	fl->l_len = sizeof(struct gs_sf_slot);
+}
+
+static int sf_setlk(int fd, int i, short type)
+{
+	struct flock fl;
+
+	sf_flock(&fl, type, i);
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	return (errno == EAGAIN || errno == EACCES) ? -EAGAIN : -errno;
+}
+
+/* 1: a live process holds slot i; 0: nobody does; -errno. */
+static int sf_held(int fd, int i)
+{
+	struct flock fl;
+
+	sf_flock(&fl, F_WRLCK, i);
+	if (fcntl(fd, F_OFD_GETLK, &fl))
+		return -errno;
+	return fl.l_type != F_UNLCK;
+}
+
+/* Our fd, (re)opened when needed: the same file or -ESTALE. */
+static int sf_ensure_fd(struct gs_sf *sf)
+{
+	struct stat st;
+	int fd;
+
+	if (sf->fd >= 0 && (fstat(sf->fd, &st) || st.st_dev != sf->dev ||
+			    st.st_ino != sf->ino))
+		sf->fd = -1;	/* closed behind our back: not ours now */
+	if (sf->fd >= 0)
+		return 0;
+	fd = open(sf->path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || st.st_dev != sf->dev || st.st_ino != sf->ino) {
+		close(fd);
+		return -ESTALE;
+	}
+	sf->fd = gs_lf_high_fd(fd);
+	return 0;
+}
+
+/* Frees the slots of dead processes; returns how many, or -errno. */
+static int sf_reap_locked(struct gs_sf *sf, uint64_t now)
+{
+	struct gs_sf_header *h = sf->h;
+	int i, held, n = 0, err;
+
+	h->last_reap_ns = now;
+	err = sf_ensure_fd(sf);
+	if (err)
+		return err;
+	for (i = 0; i < (int)GS_SF_NSLOTS; i++) {
+		if (i == sf->slot || h->slot[i].state != GS_SF_USED)
+			continue;
+		held = sf_held(sf->fd, i);
+		if (held < 0)
+			return held;
+		if (held)
+			continue;
+		sf_slot_free(h, i, now);
+		h->reaped++;
+		n++;
+	}
+	return n;
+}
+
+static void sf_reap_if_due(struct gs_sf *sf, uint64_t now)
+{
+	if (now - sf->h->last_reap_ns >= GS_SF_REAP_INTERVAL_NS)
+		sf_reap_locked(sf, now);
+}
+
+/* ---- registering ---- */
+
+static bool sf_registered(const struct gs_sf *sf)
+{
+	const struct gs_sf_header *h = sf->h;
+	const struct gs_sf_slot *s;
+
+	if (sf->slot < 0 || sf->fd < 0)
+		return false;
+	s = &h->slot[sf->slot];
+	return s->state == GS_SF_USED && s->gen == sf->gen &&
+	       s->vgpu == sf->vgpu && sf_entry_ok(h, sf->vgpu) &&
+	       !strncmp(h->vgpu[sf->vgpu].key, sf->key, GS_SF_KEY_LEN);
+}
+
+/* The entry of our container's vGPU, added when it is the first. */
+static int sf_entry_get(struct gs_sf *sf, uint64_t now)
+{
+	struct gs_sf_header *h = sf->h;
+	int v, free_v = -1, id;
+
+	for (v = 0; v < (int)GS_SF_NVGPUS; v++) {
+		if (h->vgpu[v].state != GS_SF_USED) {
+			if (free_v < 0)
+				free_v = v;
+			continue;
+		}
+		if (!strncmp(h->vgpu[v].key, sf->key, GS_SF_KEY_LEN))
+			return v;
+	}
+	if (free_v < 0)
+		return -ENOSPC;
+	id = gs_vgpu_add(&h->core, sf->quota, sf->high);
+	if (id < 0)
+		return id;	/* the core's errors are -errno values */
+	memset(&h->vgpu[free_v], 0, sizeof(h->vgpu[free_v]));
+	h->vgpu[free_v].core_id = id;
+	h->vgpu[free_v].quota = sf->quota;
+	h->vgpu[free_v].high = sf->high;
+	h->vgpu[free_v].created_ns = now;
+	memcpy(h->vgpu[free_v].key, sf->key, GS_SF_KEY_LEN);
+	h->vgpu[free_v].state = GS_SF_USED;
+	return free_v;
+}
+
+/* A slot of our own (its lock first, then USED), and our vGPU. */
+static int sf_register_locked(struct gs_sf *sf, uint64_t now)
+{
+	struct gs_sf_header *h = sf->h;
+	int i = -1, v, err, pass;
+
+	if (sf->slot >= 0) {	/* lost (closed fd, recovery): let it go */
+		if (sf->fd >= 0) {
+			if (h->slot[sf->slot].state == GS_SF_USED &&
+			    h->slot[sf->slot].gen == sf->gen)
+				sf_slot_free(h, sf->slot, now);
+			sf_setlk(sf->fd, sf->slot, F_UNLCK);
+		}
+		sf->slot = -1;
+	}
+	err = sf_ensure_fd(sf);
+	if (err)
+		return err;
+	for (pass = 0; pass < 2 && i < 0; pass++) {
+		for (int j = 0; j < (int)GS_SF_NSLOTS; j++) {
+			if (h->slot[j].state == GS_SF_USED)
+				continue;
+			err = sf_setlk(sf->fd, j, F_WRLCK);
+			if (err == -EAGAIN)
+				continue;
+			if (err)
+				return err;
+			i = j;
+			break;
+		}
+		if (i < 0 && (pass || sf_reap_locked(sf, now) <= 0))
+			return -ENOSPC;
+	}
+	v = sf_entry_get(sf, now);
+	if (v < 0) {
+		sf_setlk(sf->fd, i, F_UNLCK);
+		return v;
+	}
+	h->next_gen++;
+	memset(&h->slot[i], 0, sizeof(h->slot[i]));
+	h->slot[i].gen = h->next_gen;
+	h->slot[i].pid = (int32_t)getpid();
+	h->slot[i].vgpu = v;
+	h->slot[i].state = GS_SF_USED;
+	h->vgpu[v].nprocs++;
+	gs_vgpu_set_procs(&h->core, h->vgpu[v].core_id, h->vgpu[v].nprocs);
+	sf->slot = i;
+	sf->gen = h->next_gen;
+	sf->vgpu = v;
+	return 0;
+}
+
+static int sf_mine_locked(struct gs_sf *sf, uint64_t now)
+{
+	return sf_registered(sf) ? 0 : sf_register_locked(sf, now);
+}
+
+/* ---- creating and opening ---- */
+
+static int sf_init_file(int fd, const struct gs_sf_want *w)
+{
+	struct gs_sched_config cfg;
+	pthread_mutexattr_t attr;
+	struct gs_sf_header *h;
+	int err;
+
+	gs_config_default(&cfg);
+	cfg.policy = w->policy;
+	cfg.max_inst = w->max_inst;
+	cfg.slice_ns = w->slice_ns;
+	if (gs_config_check(&cfg))
+		return -EINVAL;
+	err = posix_fallocate(fd, 0, (off_t)GS_SF_SIZE);
+	if (err)
+		return -err;
+	h = mmap(NULL, GS_SF_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		return -errno;
+	memset(h, 0, GS_SF_SIZE);
+	memcpy(h->magic, GS_SF_MAGIC, sizeof(h->magic));
+	h->version = GS_SF_VERSION;
+	h->abi = GS_SF_ABI;
+	h->mutex_size = sizeof(pthread_mutex_t);
+	h->core_size = sizeof(struct gs_card);
+	h->nvgpus = GS_SF_NVGPUS;
+	h->nslots = GS_SF_NSLOTS;
+	h->size = GS_SF_SIZE;
+	gs_card_init(&h->core, &cfg);
+	h->pub.page.abi_version = GPUSLICE_ABI_VERSION;
+	sf_publish(h);
+	err = pthread_mutexattr_init(&attr);
+	if (!err)
+		err = pthread_mutexattr_setpshared(&attr,
+						   PTHREAD_PROCESS_SHARED);
+	if (!err)
+		err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+	if (!err)
+		err = pthread_mutex_init(&h->lock.mutex, &attr);
+	pthread_mutexattr_destroy(&attr);
+	munmap(h, GS_SF_SIZE);
+	return -err;
+}
+
+/* Creates the directories above path (the agent's mount usually has them). */
+static void sf_mkdirs(const char *path)
+{
+	char dir[PATH_MAX];
+
+	if (strlen(path) >= sizeof(dir))
+		return;
+	strcpy(dir, path);
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		(void)mkdir(dir, 0755);
+		*p = '/';
+	}
+}
+
+/* Built under a temporary name and published with link(): nobody maps a
+ * half-made file, concurrent creators agree on one. */
+static int sf_create(const char *path, const struct gs_sf_want *w)
+{
+	char tmp[PATH_MAX];
+	int fd = -1, n, err;
+
+	for (int try = 0; try < 2 && fd < 0; try++) {
+		n = snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%llx", path,
+			     (int)getpid(), (unsigned long long)mono());
+		if (n < 0 || (size_t)n >= sizeof(tmp))
+			return -ENAMETOOLONG;
+		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd < 0 && errno == ENOENT && !try)
+			sf_mkdirs(path);
+		else if (fd < 0)
+			return -errno;
+	}
+	if (fd < 0)
+		return -ENOENT;
+	err = sf_init_file(fd, w);
+	if (!err && fchmod(fd, 0666))
+		err = -errno;
+	if (!err && link(tmp, path))
+		err = -errno;
+	unlink(tmp);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int sf_open_or_create(const char *path, const struct gs_sf_want *w)
+{
+	int fd;
+
+	for (int try = 0; try < 8; try++) {
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd >= 0)
+			return gs_lf_high_fd(fd);
+		if (errno != ENOENT)
+			return -errno;
+		fd = sf_create(path, w);
+		if (fd != -EEXIST)
+			return fd < 0 ? fd : gs_lf_high_fd(fd);
+	}
+	return -EAGAIN;
+}
+
+static int sf_validate(int fd, struct stat *st)
+{
+	struct gs_sf_header h;
+	ssize_t n;
+
+	if (fstat(fd, st))
+		return -errno;
+	if (!S_ISREG(st->st_mode) || st->st_size != (off_t)GS_SF_SIZE)
+		return -EINVAL;
+	n = pread(fd, &h, offsetof(struct gs_sf_header, lock), 0);
+	if (n != (ssize_t)offsetof(struct gs_sf_header, lock))
+		return n < 0 ? -errno : -EINVAL;
+	if (memcmp(h.magic, GS_SF_MAGIC, sizeof(h.magic)) ||
+	    h.version != GS_SF_VERSION || h.abi != GS_SF_ABI ||
+	    h.mutex_size != sizeof(pthread_mutex_t) ||
+	    h.core_size != sizeof(struct gs_card) ||
+	    h.nvgpus != GS_SF_NVGPUS || h.nslots != GS_SF_NSLOTS ||
+	    h.size != GS_SF_SIZE)
+		return -EPROTO;
+	return 0;
+}
+
+static void sf_free(struct gs_sf *sf)
+{
+	if (sf->h)
+		munmap(sf->h, GS_SF_SIZE);
+	if (sf->fd >= 0)
+		close(sf->fd);
+	free(sf);
+}
+
+int gs_sf_open(const char *path, const struct gs_sf_want *w,
+	       struct gs_sf **out, struct gs_sf_info *info, char *msg,
+	       size_t msglen)
+{
+	struct gs_sf_header *h;
+	struct gs_sf *sf;
+	struct stat st;
+	uint64_t now;
+	void *map;
+	int err, gated;
+
+	*out = NULL;
+	memset(info, 0, sizeof(*info));
+	if (strlen(w->key) >= GS_SF_KEY_LEN || strlen(path) >= PATH_MAX) {
+		snprintf(msg, msglen, "the vGPU key or the path is too long");
+		return -ENAMETOOLONG;
+	}
+	sf = calloc(1, sizeof(*sf));
+	if (!sf)
+		return -ENOMEM;
+	sf->slot = -1;
+	sf->vgpu = -1;
+	sf->quota = w->quota;
+	sf->high = w->high;
+	strncpy(sf->key, w->key, sizeof(sf->key) - 1);
+	strcpy(sf->path, path);
+	sf->fd = sf_open_or_create(path, w);
+	err = sf->fd < 0 ? sf->fd : sf_validate(sf->fd, &st);
+	if (err) {
+		snprintf(msg, msglen, "%s: %s", path,
+			 err == -EPROTO ? "not a schedule file of this version" :
+			 err == -EINVAL ? "not a schedule file (size, type or settings)" :
+			 strerror(-err));
+		goto fail;
+	}
+	sf->dev = st.st_dev;
+	sf->ino = st.st_ino;
+	map = mmap(NULL, GS_SF_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   sf->fd, 0);
+	if (map == MAP_FAILED) {
+		err = -errno;
+		snprintf(msg, msglen, "%s: mmap: %s", path, strerror(-err));
+		goto fail;
+	}
+	sf->h = h = map;
+	err = sf_lock(h);
+	if (err) {
+		snprintf(msg, msglen, "%s: its lock: %s", path, strerror(-err));
+		goto fail;
+	}
+	info->policy = h->core.cfg.policy;
+	info->max_inst = h->core.cfg.max_inst;
+	info->slice_ns = h->core.cfg.slice_ns;
+	info->differs = info->policy != w->policy ||
+			info->max_inst != w->max_inst ||
+			info->slice_ns != w->slice_ns;
+	info->quota = w->quota;
+	info->high = w->high;
+	gated = info->policy != GS_POLICY_NATIVE &&
+		(w->quota || info->policy == GS_POLICY_HYBRID);
+	if (gated) {
+		now = mono();
+		sf_reap_locked(sf, now);
+		err = sf_register_locked(sf, now);
+		if (!err) {
+			const struct gs_sf_vgpu *e = &h->vgpu[sf->vgpu];
+
+			info->id = e->core_id;
+			info->quota = e->quota;
+			info->high = e->high;
+			sf_publish(h);
+		}
+	}
+	sf_unlock(h);
+	if (err) {
+		snprintf(msg, msglen,
+			 "%s: the vGPU %s (quota %u%%, priority %u) cannot join the card's schedule (policy %u): %s",
+			 path, w->key, w->quota, w->high, info->policy,
+			 err == -ENOSPC ? "no room (quotas over 100%, or too many vGPUs or processes)" :
+			 err == -EINVAL ? "quota or priority out of range for the policy" :
+			 err == -EOPNOTSUPP ? "high priority is refused under policy 5" :
+			 strerror(-err));
+		goto fail;
+	}
+	if (!gated) {
+		sf_free(sf);
+		return 0;
+	}
+	*out = sf;
+	return 1;
+fail:
+	sf_free(sf);
+	return err;
+}
+
+const struct gpuslice_sched_page *gs_sf_page(const struct gs_sf *sf)
+{
+	return &sf->h->pub.page;
+}
+
+int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
+		  uint64_t *end)
+{
+	struct gs_sf_header *h = sf->h;
+	struct timespec ts;
+	uint64_t now, wake;
+	int err;
+
+	for (;;) {
+		err = sf_lock(h);
+		if (err)
+			return err;
+		now = mono();
+		err = sf_mine_locked(sf, now);
+		if (err) {
+			sf_unlock(h);
+			return err;
+		}
+		sf_reap_if_due(sf, now);
+		if (!h->slot[sf->slot].waiting) {
+			/* Waiting is work: pending while we wait. */
+			h->slot[sf->slot].waiting = 1;
+			sf_note(h, sf->vgpu, now);
+		}
+		*id = h->vgpu[sf->vgpu].core_id;
+		sf_expire(h, now);
+		gs_tick(&h->core, now);
+		sf_publish(h);
+		wake = gs_slice_end(&h->core);
+		if (gs_owner(&h->core) == *id && now < wake) {
+			/* Granted: pending until the fence says drained. */
+			h->slot[sf->slot].waiting = 0;
+			h->slot[sf->slot].pending = 1;
+			h->slot[sf->slot].grant_end = wake;
+			sf_note(h, sf->vgpu, now);
+			*start = h->core.slice_start;
+			*end = wake;
+			sf_unlock(h);
+			return 0;
+		}
+		sf_unlock(h);
+		if (wake <= now)	/* cannot happen: the core moved on */
+			wake = now + 1000000;
+		ts.tv_sec = (time_t)(wake / 1000000000ull);
+		ts.tv_nsec = (long)(wake % 1000000000ull);
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts,
+				       NULL) == EINTR)
+			;
+	}
+}
+
+void gs_sf_release(struct gs_sf *sf)
+{
+	struct gs_sf_header *h = sf->h;
+
+	if (sf_lock(h))
+		return;
+	if (sf_registered(sf) && h->slot[sf->slot].pending) {
+		h->slot[sf->slot].pending = 0;
+		sf_note(h, sf->vgpu, mono());
+	}
+	sf_unlock(h);
+}
+
+/*
+ * In the child, single-threaded, no locking: the inherited description
+ * carries the parent's slot lock; close our copy so the lock dies with
+ * the parent. The child registers at its first slow path.
+ */
+void gs_sf_after_fork_child(struct gs_sf *sf)
+{
+	if (sf->fd >= 0)
+		close(sf->fd);
+	sf->fd = -1;
+	sf->slot = -1;
+	sf->gen = 0;
+}
