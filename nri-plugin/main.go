@@ -217,6 +217,7 @@ func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, error) {
 func layout(cfg *config.Config) (agent.Layout, error) {
 	l := agent.Layout{ShimHost: cfg.Shim, ShimContainer: cfg.ShimMountPath,
 		LedgerRoot: cfg.LedgerDir, LedgerContainer: "/run/gpuslice/ledger",
+		SchedRoot: cfg.SchedDir, SchedContainer: "/run/gpuslice/sched",
 		DeviceRoot: cfg.DeviceRoot}
 	if _, err := os.Stat(cfg.Shim); err != nil {
 		return l, fmt.Errorf("shim: %w (install libgpuslice.so there or set shim in the config)", err)

@@ -21,6 +21,8 @@ type Layout struct {
 	PreloadHost     string // "": no /etc/ld.so.preload; else the file to mount there
 	LedgerRoot      string // file mode: per-container ledger directories, on the host
 	LedgerContainer string // file mode: where a container sees its ledger directory
+	SchedRoot       string // file mode: the cards' schedule files, on the host
+	SchedContainer  string // file mode: where containers see them
 	DeviceRoot      string // the host root /dev/nvidia* and /dev/gpuslice are under
 	CgroupRoot      string // module mode: the host's cgroup v2 mount
 }
@@ -77,6 +79,14 @@ func (a *Agent) env(ctr *api.Container, al state.Allocation) map[string]string {
 	}
 	if al.Enforce == EnforceFile {
 		env["GPUSLICE_LEDGER_DIR"] = l.LedgerContainer
+		// The no-module compute gate: the cards' shared schedule files,
+		// this container's key in them, and the settings a file is
+		// created with (the first card's: one value for all cards).
+		first := a.byIdx[al.VGPUs[0].Card]
+		env["GPUSLICE_SCHED_DIR"] = l.SchedContainer
+		env["GPUSLICE_VGPU"] = al.Container
+		env["GPUSLICE_MAX_INST"] = strconv.Itoa(first.MaxInst)
+		env["GPUSLICE_SLICE_MS"] = strconv.FormatUint(max(a.opts.SliceNs/1e6, 1), 10)
 	}
 	return env
 }
@@ -102,6 +112,8 @@ func (a *Agent) addMounts(adj *api.ContainerAdjustment, al state.Allocation) {
 	}
 	if al.Enforce == EnforceFile {
 		adj.AddMount(&api.Mount{Source: al.LedgerDir, Destination: l.LedgerContainer,
+			Type: "bind", Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+		adj.AddMount(&api.Mount{Source: l.SchedRoot, Destination: l.SchedContainer,
 			Type: "bind", Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 	}
 }

@@ -92,6 +92,14 @@ func New(opts Options) (*Agent, error) {
 		if err := os.Chmod(opts.Layout.LedgerRoot, 0o700); err != nil {
 			return nil, fmt.Errorf("agent: ledger directory: %w", err)
 		}
+		// Shared by every container of a card, whatever its users: 1777
+		// like /tmp (no-module mode is cooperative; interposer/README.md).
+		if err := os.MkdirAll(opts.Layout.SchedRoot, 0o755); err != nil {
+			return nil, fmt.Errorf("agent: schedule directory: %w", err)
+		}
+		if err := os.Chmod(opts.Layout.SchedRoot, 0o777|os.ModeSticky); err != nil {
+			return nil, fmt.Errorf("agent: schedule directory: %w", err)
+		}
 	default:
 		return nil, fmt.Errorf("agent: enforcement %q: want %q or %q", opts.Enforce, EnforceModule, EnforceFile)
 	}

@@ -44,6 +44,7 @@ func newNode(t testing.TB, enforce string, cards ...Card) *testNode {
 	n.opts = Options{Cards: cards, SliceNs: 5e6, Strategy: placement.Binpack, Enforce: enforce,
 		Layout: Layout{ShimHost: shim, ShimContainer: "/usr/local/gpuslice/libgpuslice.so",
 			LedgerRoot: filepath.Join(dir, "ledger"), LedgerContainer: "/run/gpuslice/ledger",
+			SchedRoot: filepath.Join(dir, "sched"), SchedContainer: "/run/gpuslice/sched",
 			DeviceRoot: filepath.Join(dir, "root"), CgroupRoot: filepath.Join(dir, "cgroup")},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -141,6 +142,8 @@ func TestAdjustmentFileMode(t *testing.T) {
 		"GPU_IDX": "0", "GPU_CONTAINER_MEM": "4096", "GPU_CONTAINER_QUOTA_PERCENT": "30",
 		"GPU_POLICY": "1", "GPU_CONTAINER_PRIORITY": "0", "GPUSLICE_ENFORCE": "file",
 		"GPUSLICE_LEDGER_DIR": "/run/gpuslice/ledger", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+		"GPUSLICE_SCHED_DIR": "/run/gpuslice/sched", "GPUSLICE_VGPU": "c1",
+		"GPUSLICE_MAX_INST": "20", "GPUSLICE_SLICE_MS": "5",
 		"LD_PRELOAD":             "/usr/local/gpuslice/libgpuslice.so:/lib/libimage.so",
 		"NVIDIA_VISIBLE_DEVICES": "GPU-0",
 	}, e)
@@ -153,6 +156,8 @@ func TestAdjustmentFileMode(t *testing.T) {
 	m := mounts(adj)
 	require.Contains(t, m, "/usr/local/gpuslice/libgpuslice.so")
 	assert.Contains(t, m["/usr/local/gpuslice/libgpuslice.so"].GetOptions(), "ro")
+	require.Contains(t, m, "/run/gpuslice/sched")
+	assert.Equal(t, n.opts.Layout.SchedRoot, m["/run/gpuslice/sched"].GetSource())
 	require.Contains(t, m, "/run/gpuslice/ledger")
 	ledger := m["/run/gpuslice/ledger"].GetSource()
 	st, err := os.Stat(ledger)

@@ -142,6 +142,7 @@ func startNode(t *testing.T, cfg nodeConfig) *node {
 		"-shim-mount-path", shimMount,
 		"-state-dir", n.stateDir,
 		"-ledger-dir", n.ledgerDir,
+		"-sched-dir", filepath.Join(dir, "sched"),
 		"-metrics-address", "",
 	}, cfg.args...)
 	n.startAgent()

@@ -29,8 +29,10 @@ shim: %s
 shimMountPath: %s
 stateDir: %s
 ledgerDir: %s
+schedDir: %s
 simulatedCards: [{index: 0, memoryMiB: 16384}]
-`, devRoot, testenv.Shim(), shimMount, filepath.Join(dir, "state"), filepath.Join(dir, "ledger"))
+`, devRoot, testenv.Shim(), shimMount, filepath.Join(dir, "state"), filepath.Join(dir, "ledger"),
+		filepath.Join(dir, "sched"))
 	env := e2e.Start(t, e2e.Options{
 		PreRegistered: map[string]string{"50-gpuslice-nri": bin},
 		PluginConfigs: map[string]string{"50-gpuslice-nri.conf": conf},

@@ -100,6 +100,9 @@ type Config struct {
 	StateDir string `json:"stateDir"`
 	// LedgerDir holds one ledger directory per vGPU (no-module mode).
 	LedgerDir string `json:"ledgerDir"`
+	// SchedDir holds the cards' shared schedule files (no-module mode),
+	// mounted into every container with a compute quota.
+	SchedDir string `json:"schedDir"`
 	// DeviceRoot is the host root under which /dev/nvidia* and
 	// /dev/gpuslice are found ("/"; tests use a scratch root).
 	DeviceRoot string `json:"deviceRoot"`
@@ -154,6 +157,7 @@ func Default() Config {
 		ShimMountPath:  "/usr/local/gpuslice/libgpuslice.so",
 		StateDir:       "/var/lib/gpuslice",
 		LedgerDir:      "/run/gpuslice/ledger",
+		SchedDir:       "/run/gpuslice/sched",
 		DeviceRoot:     "/",
 		CDI:            CDIAuto,
 		CDISpecDirs:    []string{"/etc/cdi", "/var/run/cdi"},
@@ -287,6 +291,7 @@ func (c *Config) Validate() error {
 	absPath("shimMountPath", c.ShimMountPath)
 	absPath("stateDir", c.StateDir)
 	absPath("ledgerDir", c.LedgerDir)
+	absPath("schedDir", c.SchedDir)
 	absPath("deviceRoot", c.DeviceRoot)
 	oneOf("cdi", string(c.CDI), string(CDIAuto), string(CDINever), string(CDIAlways))
 	for i, d := range c.CDISpecDirs {

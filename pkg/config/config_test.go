@@ -25,6 +25,7 @@ func TestDefault(t *testing.T) {
 		ShimMountPath:  "/usr/local/gpuslice/libgpuslice.so",
 		StateDir:       "/var/lib/gpuslice",
 		LedgerDir:      "/run/gpuslice/ledger",
+		SchedDir:       "/run/gpuslice/sched",
 		DeviceRoot:     "/",
 		CDI:            CDIAuto,
 		CDISpecDirs:    []string{"/etc/cdi", "/var/run/cdi"},

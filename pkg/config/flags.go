@@ -46,7 +46,7 @@ func (o *override) Set(s string) error {
 // the command line:
 //
 //	-policy -max-inst -slice-ms -placement -enforcement -shim
-//	-shim-mount-path -preload-file -state-dir -ledger-dir -device-root
+//	-shim-mount-path -preload-file -state-dir -ledger-dir -sched-dir -device-root
 //	-cdi -cdi-spec-dirs -metrics-address -simulate
 //
 // Flag values are checked as they are parsed, so fs.Parse reports a bad
@@ -125,6 +125,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		func(c *Config, s string) { c.StateDir = s })
 	pathFlag("ledger-dir", d.LedgerDir, "parent `dir`ectory of the per-vGPU ledger directories (no-module mode)",
 		func(c *Config, s string) { c.LedgerDir = s })
+	pathFlag("sched-dir", d.SchedDir, "`dir`ectory of the cards' shared schedule files (no-module mode)",
+		func(c *Config, s string) { c.SchedDir = s })
 	pathFlag("device-root", d.DeviceRoot, "host root `dir`ectory under which /dev/nvidia* and /dev/gpuslice are found",
 		func(c *Config, s string) { c.DeviceRoot = s })
 	choiceFlag("cdi", string(d.CDI), "CDI `mode`, whether cards are injected through an NVIDIA CDI spec: %s",

@@ -30,7 +30,7 @@ func TestFlagsOverrideEverySetting(t *testing.T) {
 	c, err := resolve(t, "-config", p,
 		"-policy", "5", "-max-inst=30", "-slice-ms", "9", "-placement", "binpack",
 		"-enforcement", "module", "-shim", "/s.so", "-shim-mount-path", "/m.so", "-preload-file=false",
-		"-state-dir", "/st", "-ledger-dir", "/le", "-device-root", "/dr", "-cdi", "never",
+		"-state-dir", "/st", "-ledger-dir", "/le", "-sched-dir", "/sd", "-device-root", "/dr", "-cdi", "never",
 		"-cdi-spec-dirs", "/a, /b", "-metrics-address", "", "-simulate", "2:1024")
 	require.NoError(t, err)
 	want := Config{
@@ -41,7 +41,7 @@ func TestFlagsOverrideEverySetting(t *testing.T) {
 		},
 		Placement: PlacementBinpack, Enforcement: EnforcementModule,
 		Shim: "/s.so", ShimMountPath: "/m.so", PreloadFile: false,
-		StateDir: "/st", LedgerDir: "/le", DeviceRoot: "/dr",
+		StateDir: "/st", LedgerDir: "/le", SchedDir: "/sd", DeviceRoot: "/dr",
 		CDI: CDINever, CDISpecDirs: []string{"/a", "/b"}, MetricsAddress: "",
 		SimulatedCards: []SimulatedCard{{Index: ptr(2), MemoryMiB: 1024, Minor: ptr(2)}},
 		Path:           p,

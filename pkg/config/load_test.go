@@ -32,6 +32,7 @@ shimMountPath: /gpuslice/libgpuslice.so
 preloadFile: true
 stateDir: /srv/state
 ledgerDir: /srv/ledger
+schedDir: /srv/sched
 deviceRoot: /scratch
 cdi: always
 cdiSpecDirs: [/etc/cdi]
@@ -61,6 +62,7 @@ func TestLoadFullFile(t *testing.T) {
 		PreloadFile:    true,
 		StateDir:       "/srv/state",
 		LedgerDir:      "/srv/ledger",
+		SchedDir:       "/srv/sched",
 		DeviceRoot:     "/scratch",
 		CDI:            CDIAlways,
 		CDISpecDirs:    []string{"/etc/cdi"},
@@ -124,7 +126,7 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"unknown top-level key", "polcy: 1\n",
 			"polcy: unknown key; the keys are cards, cdi, cdiSpecDirs, deviceRoot, enforcement, ledgerDir, maxInst, " +
-				"metricsAddress, placement, policy, preloadFile, shim, shimMountPath, simulatedCards, sliceMs, stateDir"},
+				"metricsAddress, placement, policy, preloadFile, schedDir, shim, shimMountPath, simulatedCards, sliceMs, stateDir"},
 		{"the Go field name is no key", "Path: /x\n", "Path: unknown key"},
 		{"unknown key in cards", "cards:\n  - {index: 0}\n  - {index: 1, maxinst: 3}\n",
 			"cards[1].maxinst: unknown key; the keys of a cards entry are index, maxInst, policy"},
