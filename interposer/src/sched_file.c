@@ -3,7 +3,8 @@
  * The schedule file of the no-module mode: the scheduler core of
  * kmod/core, run by the gated processes of every container on a card over
  * one shared file, $GPUSLICE_SCHED_DIR/card<N>.sched (layout in
- * sched_file_layout.h).
+ * sched_file_layout.h). Creating, validating and mapping the file is
+ * sched_file_open.c; what both share is sched_file_int.h.
  *
  * Locking, as in the ledger file (ledger_file.c): a robust, process-shared
  * mutex in the file guards the core, the vGPU table and the slots. A
@@ -35,43 +36,17 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "ledger_file_layout.h"	/* gs_lf_high_fd, gs_lf_clock_ns */
-#include "sched_file.h"
-#include "sched_file_layout.h"
-
-struct gs_sf {
-	struct gs_sf_header *h;
-	/*
-	 * The fd carrying our slot's lock: -1 in a forked child until it
-	 * registers. It and the fields below change under the file's mutex.
-	 */
-	int fd;
-	int slot;		/* -1: none */
-	uint64_t gen;
-	int vgpu;		/* our entry of h->vgpu, -1: none */
-	uint32_t quota, high;
-	char key[GS_SF_KEY_LEN];
-	dev_t dev;
-	ino_t ino;
-	char path[PATH_MAX];
-};
-
-static uint64_t mono(void)
-{
-	return gs_lf_clock_ns(CLOCK_MONOTONIC);
-}
+#include "sched_file_int.h"
 
 /* ---- the page ---- */
 
 /* Rewrites the page under its sequence count when it changed; locked. */
-static void sf_publish(struct gs_sf_header *h)
+void gs_sf_publish(struct gs_sf_header *h)
 {
 	struct gpuslice_sched_page *p = &h->pub.page;
 	const struct gs_card *c = &h->core;
@@ -230,7 +205,7 @@ static void sf_recover(struct gs_sf_header *h)
 	}
 	h->last_reap_ns = 0;
 	h->owner_dead++;
-	sf_publish(h);
+	gs_sf_publish(h);
 }
 
 /* ---- the mutex ---- */
@@ -458,149 +433,7 @@ static int sf_mine_locked(struct gs_sf *sf, uint64_t now)
 	return sf_registered(sf) ? 0 : sf_register_locked(sf, now);
 }
 
-/* ---- creating and opening ---- */
-
-static int sf_init_file(int fd, const struct gs_sf_want *w)
-{
-	struct gs_sched_config cfg;
-	pthread_mutexattr_t attr;
-	struct gs_sf_header *h;
-	int err;
-
-	gs_config_default(&cfg);
-	cfg.policy = w->policy;
-	cfg.max_inst = w->max_inst;
-	cfg.slice_ns = w->slice_ns;
-	if (gs_config_check(&cfg))
-		return -EINVAL;
-	err = posix_fallocate(fd, 0, (off_t)GS_SF_SIZE);
-	if (err)
-		return -err;
-	h = mmap(NULL, GS_SF_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED)
-		return -errno;
-	memset(h, 0, GS_SF_SIZE);
-	memcpy(h->magic, GS_SF_MAGIC, sizeof(h->magic));
-	h->version = GS_SF_VERSION;
-	h->abi = GS_SF_ABI;
-	h->mutex_size = sizeof(pthread_mutex_t);
-	h->core_size = sizeof(struct gs_card);
-	h->nvgpus = GS_SF_NVGPUS;
-	h->nslots = GS_SF_NSLOTS;
-	h->size = GS_SF_SIZE;
-	gs_card_init(&h->core, &cfg);
-	h->pub.page.abi_version = GPUSLICE_ABI_VERSION;
-	sf_publish(h);
-	err = pthread_mutexattr_init(&attr);
-	if (!err)
-		err = pthread_mutexattr_setpshared(&attr,
-						   PTHREAD_PROCESS_SHARED);
-	if (!err)
-		err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-	if (!err)
-		err = pthread_mutex_init(&h->lock.mutex, &attr);
-	pthread_mutexattr_destroy(&attr);
-	munmap(h, GS_SF_SIZE);
-	return -err;
-}
-
-/* Creates the directories above path (the agent's mount usually has them). */
-static void sf_mkdirs(const char *path)
-{
-	char dir[PATH_MAX];
-
-	if (strlen(path) >= sizeof(dir))
-		return;
-	strcpy(dir, path);
-	for (char *p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		(void)mkdir(dir, 0755);
-		*p = '/';
-	}
-}
-
-/* Built under a temporary name and published with link(): nobody maps a
- * half-made file, concurrent creators agree on one. */
-static int sf_create(const char *path, const struct gs_sf_want *w)
-{
-	char tmp[PATH_MAX];
-	int fd = -1, n, err;
-
-	for (int try = 0; try < 2 && fd < 0; try++) {
-		n = snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%llx", path,
-			     (int)getpid(), (unsigned long long)mono());
-		if (n < 0 || (size_t)n >= sizeof(tmp))
-			return -ENAMETOOLONG;
-		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd < 0 && errno == ENOENT && !try)
-			sf_mkdirs(path);
-		else if (fd < 0)
-			return -errno;
-	}
-	if (fd < 0)
-		return -ENOENT;
-	err = sf_init_file(fd, w);
-	if (!err && fchmod(fd, 0666))
-		err = -errno;
-	if (!err && link(tmp, path))
-		err = -errno;
-	unlink(tmp);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-static int sf_open_or_create(const char *path, const struct gs_sf_want *w)
-{
-	int fd;
-
-	for (int try = 0; try < 8; try++) {
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd >= 0)
-			return gs_lf_high_fd(fd);
-		if (errno != ENOENT)
-			return -errno;
-		fd = sf_create(path, w);
-		if (fd != -EEXIST)
-			return fd < 0 ? fd : gs_lf_high_fd(fd);
-	}
-	return -EAGAIN;
-}
-
-static int sf_validate(int fd, struct stat *st)
-{
-	struct gs_sf_header h;
-	ssize_t n;
-
-	if (fstat(fd, st))
-		return -errno;
-	if (!S_ISREG(st->st_mode) || st->st_size != (off_t)GS_SF_SIZE)
-		return -EINVAL;
-	n = pread(fd, &h, offsetof(struct gs_sf_header, lock), 0);
-	if (n != (ssize_t)offsetof(struct gs_sf_header, lock))
-		return n < 0 ? -errno : -EINVAL;
-	if (memcmp(h.magic, GS_SF_MAGIC, sizeof(h.magic)) ||
-	    h.version != GS_SF_VERSION || h.abi != GS_SF_ABI ||
-	    h.mutex_size != sizeof(pthread_mutex_t) ||
-	    h.core_size != sizeof(struct gs_card) ||
-	    h.nvgpus != GS_SF_NVGPUS || h.nslots != GS_SF_NSLOTS ||
-	    h.size != GS_SF_SIZE)
-		return -EPROTO;
-	return 0;
-}
-
-static void sf_free(struct gs_sf *sf)
-{
-	if (sf->h)
-		munmap(sf->h, GS_SF_SIZE);
-	if (sf->fd >= 0)
-		close(sf->fd);
-	free(sf);
-}
+/* ---- opening (creating, validating, mapping: sched_file_open.c) ---- */
 
 int gs_sf_open(const char *path, const struct gs_sf_want *w,
 	       struct gs_sf **out, struct gs_sf_info *info, char *msg,
@@ -608,45 +441,15 @@ int gs_sf_open(const char *path, const struct gs_sf_want *w,
 {
 	struct gs_sf_header *h;
 	struct gs_sf *sf;
-	struct stat st;
 	uint64_t now;
-	void *map;
 	int err, gated;
 
 	*out = NULL;
 	memset(info, 0, sizeof(*info));
-	if (strlen(w->key) >= GS_SF_KEY_LEN || strlen(path) >= PATH_MAX) {
-		snprintf(msg, msglen, "the vGPU key or the path is too long");
-		return -ENAMETOOLONG;
-	}
-	sf = calloc(1, sizeof(*sf));
-	if (!sf)
-		return -ENOMEM;
-	sf->slot = -1;
-	sf->vgpu = -1;
-	sf->quota = w->quota;
-	sf->high = w->high;
-	strncpy(sf->key, w->key, sizeof(sf->key) - 1);
-	strcpy(sf->path, path);
-	sf->fd = sf_open_or_create(path, w);
-	err = sf->fd < 0 ? sf->fd : sf_validate(sf->fd, &st);
-	if (err) {
-		snprintf(msg, msglen, "%s: %s", path,
-			 err == -EPROTO ? "not a schedule file of this version" :
-			 err == -EINVAL ? "not a schedule file (size, type or settings)" :
-			 strerror(-err));
-		goto fail;
-	}
-	sf->dev = st.st_dev;
-	sf->ino = st.st_ino;
-	map = mmap(NULL, GS_SF_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-		   sf->fd, 0);
-	if (map == MAP_FAILED) {
-		err = -errno;
-		snprintf(msg, msglen, "%s: mmap: %s", path, strerror(-err));
-		goto fail;
-	}
-	sf->h = h = map;
+	err = gs_sf_map(path, w, &sf, msg, msglen);
+	if (err)
+		return err;
+	h = sf->h;
 	err = sf_lock(h);
 	if (err) {
 		snprintf(msg, msglen, "%s: its lock: %s", path, strerror(-err));
@@ -672,7 +475,7 @@ int gs_sf_open(const char *path, const struct gs_sf_want *w,
 			info->id = e->core_id;
 			info->quota = e->quota;
 			info->high = e->high;
-			sf_publish(h);
+			gs_sf_publish(h);
 		}
 	}
 	sf_unlock(h);
@@ -687,13 +490,13 @@ int gs_sf_open(const char *path, const struct gs_sf_want *w,
 		goto fail;
 	}
 	if (!gated) {
-		sf_free(sf);
+		gs_sf_free(sf);
 		return 0;
 	}
 	*out = sf;
 	return 1;
 fail:
-	sf_free(sf);
+	gs_sf_free(sf);
 	return err;
 }
 
@@ -729,7 +532,7 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 		*id = h->vgpu[sf->vgpu].core_id;
 		sf_expire(h, now);
 		gs_tick(&h->core, now);
-		sf_publish(h);
+		gs_sf_publish(h);
 		wake = gs_slice_end(&h->core);
 		if (gs_owner(&h->core) == *id && now < wake) {
 			/* Granted: pending until the fence says drained. */

@@ -10,7 +10,8 @@
  * table of per-process slots, each held by an OFD record lock for the life
  * of its process, so a dead process is detected as in the ledger file.
  *
- * Internal to sched_file.c: it includes the core's header, whose struct
+ * Internal to sched_file.c and sched_file_open.c (through
+ * sched_file_int.h): it includes the core's header, whose struct
  * gs_card is not the shim's (shim.h); the rest of the shim sees
  * sched_file.h only.
  */
