@@ -268,8 +268,15 @@ static int run_scenario(const char *tag, int n, const int *ids,
 		  "%s: vGPU %d (%s) used %.1f%% of its grants, expected %.0f%%",
 		  tag, r->id, names[i], u, expect[i]);
 	}
+	/*
+	 * Work conservation, loosely: an emulated guest starved of host CPU
+	 * (go test runs other packages beside it) fires its timer late, and a
+	 * late tick counts the slices it missed rather than granting them
+	 * (kmod/core/README.md, Time). The precise utilisation comes from the
+	 * host's tests; this catches a policy idling a busy card.
+	 */
 	if (!of_wall && !(flags & IDLE_LAST))
-		T(total_g / wall > 0.7, "%s: the card was granted only %.0f%% of "
+		T(total_g / wall > 0.5, "%s: the card was granted only %.0f%% of "
 		  "the window although every vGPU was busy", tag,
 		  100.0 * total_g / wall);
 	if (check_exclusive(n) < 0)
