@@ -74,7 +74,8 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 	./kmod/checkpatch.sh
 
-## bench: the shim's overhead against the bare simulated driver.
+## bench: the shim's overhead against the bare simulated driver, and the
+## compute gate's shares per policy (benchmarks/README.md).
 bench: c
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./benchmarks/...
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * gstest tenant <seconds> <kernel_us> <depth> [streams] [go] [hold]: a compute
+ * gstest tenant <seconds> <kernel_us> <depth> [streams] [go] [hold] [gap=<us>]: a compute
  * tenant. Launches kernels of kernel_us microseconds back to back for the
  * given seconds (on the simulated driver a kernel occupies the device's
  * engine for the duration in kernelParams[0], in ns), keeping at most
@@ -10,14 +10,20 @@
  * streams exist and starts when a line arrives on stdin, so that several
  * tenants start together. Zero seconds launches one kernel. With "hold" it
  * prints "held" once done and keeps its context (an idle tenant) until
- * stdin ends.
+ * stdin ends. With "gap=<us>" (the latency mode) each kernel is waited for
+ * as soon as it is launched, and the next one launched gap_us later: one
+ * kernel at a time, whatever depth; the latency of each (from before its
+ * launch to the end of its synchronisation) is recorded.
  *
  * Prints key=value: launches, kernels and busy_ns (the engine time of its
  * own kernels, from simcuda's simcudaEngineStats; absent on another
- * driver), wall_ns (from the first launch to the end of the last kernel).
+ * driver), wall_ns (from the first launch to the end of the last kernel);
+ * in the latency mode also lat_n and lat_p50_ns, lat_p99_ns, lat_max_ns
+ * (nearest rank).
  * A refused launch prints launch.rc=<name> and exits 1.
  */
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +45,33 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The nearest-rank percentile pct of the n sorted values v (n > 0). */
+static uint64_t pctl(const uint64_t *v, size_t n, unsigned pct)
+{
+	size_t rank = (n * pct + 99) / 100;
+
+	return v[rank ? rank - 1 : 0];
+}
+
+/* Prints the latencies' count and percentiles (sorts them). */
+static void print_latencies(uint64_t *lat, size_t n)
+{
+	printf("lat_n=%zu\n", n);
+	if (!n)
+		return;
+	qsort(lat, n, sizeof(*lat), cmp_u64);
+	printf("lat_p50_ns=%llu\n", (unsigned long long)pctl(lat, n, 50));
+	printf("lat_p99_ns=%llu\n", (unsigned long long)pctl(lat, n, 99));
+	printf("lat_max_ns=%llu\n", (unsigned long long)lat[n - 1]);
+}
+
 /* Waits for a line on stdin (or its end). */
 static void wait_go(void)
 {
@@ -55,23 +88,32 @@ int cmd_tenant(int argc, char **argv)
 	static CUstream st[MAX_STREAMS];
 	uint64_t ns, t0, deadline, busy = 0, kernels = 0;
 	long seconds, kernel_us, depth, nstreams = 1;
-	bool go = false, hold = false;
+	bool go = false, hold = false, latency = false;
+	uint64_t *lat = NULL, gap_ns = 0, l0;
+	size_t nlat = 0, caplat = 0;
 	void *params[] = { &ns };
 	unsigned long long launches = 0;
 	CUmodule mod;
 	CUfunction f;
 	CUresult rc;
 
-	if (argc > 3 && !strcmp(argv[argc - 1], "hold")) {
-		hold = true;
-		argc--;
-	}
-	if (argc > 3 && !strcmp(argv[argc - 1], "go")) {
-		go = true;
-		argc--;
+	for (; argc > 3; argc--) {
+		const char *opt = argv[argc - 1];
+
+		if (!strcmp(opt, "hold")) {
+			hold = true;
+		} else if (!strcmp(opt, "go")) {
+			go = true;
+		} else if (!strncmp(opt, "gap=", 4)) {
+			latency = true;
+			gap_ns = (uint64_t)parse_long(opt + 4, 0, 10000000,
+						      "gap") * 1000;
+		} else {
+			break;
+		}
 	}
 	if (argc < 3 || argc > 4)
-		dief("usage: tenant <seconds> <kernel_us> <depth> [streams] [go] [hold]");
+		dief("usage: tenant <seconds> <kernel_us> <depth> [streams] [go] [hold] [gap=<us>]");
 	seconds = parse_long(argv[0], 0, 3600, "seconds");
 	kernel_us = parse_long(argv[1], 0, 10000000, "kernel_us");
 	depth = parse_long(argv[2], 1, MAX_DEPTH, "depth");
@@ -113,9 +155,10 @@ int cmd_tenant(int argc, char **argv)
 		long slot = (long)(launches % (unsigned long long)depth);
 		CUstream s = st[launches % (unsigned long long)nstreams];
 
-		if (launches >= (unsigned long long)depth &&
+		if (!latency && launches >= (unsigned long long)depth &&
 		    !CHECK(cu.cuEventSynchronize(ev[slot])))
 			break;
+		l0 = now_ns();
 		rc = cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params,
 				       NULL);
 		if (rc != CUDA_SUCCESS) {
@@ -126,6 +169,27 @@ int cmd_tenant(int argc, char **argv)
 		launches++;
 		if (!CHECK(cu.cuEventRecord(ev[slot], s)))
 			break;
+		if (latency) {
+			struct timespec gap = {
+				.tv_sec = (time_t)(gap_ns / 1000000000ULL),
+				.tv_nsec = (long)(gap_ns % 1000000000ULL),
+			};
+
+			if (!CHECK(cu.cuEventSynchronize(ev[slot])))
+				break;
+			if (nlat == caplat) {
+				uint64_t *grown;
+
+				caplat = caplat ? 2 * caplat : 1024;
+				grown = realloc(lat, caplat * sizeof(*lat));
+				if (!grown)
+					dief("tenant: out of memory");
+				lat = grown;
+			}
+			lat[nlat++] = now_ns() - l0;
+			if (gap_ns)
+				nanosleep(&gap, NULL);
+		}
 	}
 	CHECK(cu.cuCtxSynchronize());
 	printf("launches=%llu\n", launches);
@@ -139,6 +203,9 @@ int cmd_tenant(int argc, char **argv)
 			       (unsigned long long)(kernels - k0));
 		}
 	}
+	if (latency)
+		print_latencies(lat, nlat);
+	free(lat);
 	if (hold) {
 		/* An idle tenant: its context stays, it launches no more. */
 		printf("held\n");
