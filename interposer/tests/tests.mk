@@ -15,6 +15,10 @@ $(TESTS_OBJDIR)/%.o: tests/%.c tests/common.h include/gpuslice/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# schedinfo reads the no-module schedule file's layout, the shim's.
+$(TESTS_OBJDIR)/schedinfo.o: CFLAGS += -Isrc -I../kmod/core -I../kmod/include/uapi
+$(TESTS_OBJDIR)/schedinfo.o: src/sched_file_layout.h ../kmod/core/gs_sched.h
+
 $(BIN)/gstest: $(GSTEST_OBJS) | $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ -ldl
 

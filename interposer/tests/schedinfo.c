@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * schedinfo <file>: the vGPUs a no-module schedule file holds, one line
+ * each (key=... quota=... nprocs=...), read without its lock: for tests
+ * that wait for a dead container's vGPU to leave the schedule.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "sched_file_layout.h"
+
+int cmd_schedinfo(int argc, char **argv)
+{
+	const struct gs_sf_header *h;
+	int fd;
+
+	if (argc != 1)
+		dief("usage: schedinfo <file>");
+	fd = open(argv[0], O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		dief("schedinfo: %s: %s", argv[0], strerror(errno));
+	h = mmap(NULL, GS_SF_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED)
+		dief("schedinfo: mmap %s: %s", argv[0], strerror(errno));
+	if (memcmp(h->magic, GS_SF_MAGIC, sizeof(h->magic)))
+		dief("schedinfo: %s is not a schedule file", argv[0]);
+	printf("policy=%u\nremoved=%llu\nreaped=%llu\n", h->core.cfg.policy,
+	       (unsigned long long)h->removed, (unsigned long long)h->reaped);
+	for (unsigned int v = 0; v < GS_SF_NVGPUS; v++) {
+		const struct gs_sf_vgpu *e = &h->vgpu[v];
+
+		if (e->state == GS_SF_USED)
+			printf("vgpu key=%.*s quota=%u nprocs=%u\n",
+			       (int)GS_SF_KEY_LEN, e->key, e->quota, e->nprocs);
+	}
+	munmap((void *)h, GS_SF_SIZE);
+	return 0;
+}
