@@ -144,7 +144,9 @@ func TestFileGatePreemptive(t *testing.T) {
 }
 
 // Policy 6 reclaims an idle vGPU's units: with the third tenant idle (it
-// launched once and keeps its context) the other two share the card.
+// launched once and keeps its context) the other two share the card. The
+// schedule itself says so: the idle vGPU, whose 2 units would give it
+// twice a's slices under policy 4, is granted next to none.
 func TestFileGateWeightedWeakIdle(t *testing.T) {
 	m := schedMachine(t, "6")
 	idle := m.container(tenantSpec{"c", "10"}).start("tenant", "0", tenantKernel, tenantDepth, "1", "hold")
@@ -152,9 +154,25 @@ func TestFileGateWeightedWeakIdle(t *testing.T) {
 	specs := []tenantSpec{{"a", "5"}, {"b", "5"}}
 	rs := finish(t, startTenants(m, tenantSeconds, specs...))
 	checkShares(t, specs, rs, []float64{50, 50})
+	slices := map[string]uint64{}
+	info := m.ok("schedinfo", filepath.Join(m.dir, "sched", "card0.sched")).stdout
+	for _, l := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(l, "vgpu ") {
+			continue
+		}
+		var key string
+		var quota, nprocs, n uint64
+		_, err := fmt.Sscanf(l, "vgpu key=%s quota=%d nprocs=%d slices=%d", &key, &quota, &nprocs, &n)
+		require.NoError(t, err, l)
+		slices[key] = n
+	}
+	t.Logf("slices granted: %v", slices)
+	assert.Less(t, 10*slices["c"], slices["a"], "the idle vGPU's units are reclaimed: %v", slices)
 	for i, r := range rs {
+		// About 44 % each on an idle machine; a loaded one wakes the
+		// tenants late (benchmarks/shares has the figure).
 		wall := 100 * float64(r.num(t, "busy_ns")) / float64(r.num(t, "wall_ns"))
-		assert.Greater(t, wall, 40.0, "%s gets the idle one's units too\n%s", specs[i].key, r)
+		t.Logf("%s: %.1f%% of wall time", specs[i].key, wall)
 	}
 	r := idle.stop(30 * time.Second)
 	require.Equal(t, 0, r.code, "%s", r)

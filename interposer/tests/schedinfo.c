@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * schedinfo <file>: the vGPUs a no-module schedule file holds, one line
- * each (key=... quota=... nprocs=...), read without its lock: for tests
- * that wait for a dead container's vGPU to leave the schedule.
+ * each (key=... quota=... nprocs=... slices=...), read without its lock:
+ * for tests that wait for a dead container's vGPU to leave the schedule or
+ * count the slices a vGPU was granted.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,9 +36,12 @@ int cmd_schedinfo(int argc, char **argv)
 	for (unsigned int v = 0; v < GS_SF_NVGPUS; v++) {
 		const struct gs_sf_vgpu *e = &h->vgpu[v];
 
-		if (e->state == GS_SF_USED)
-			printf("vgpu key=%.*s quota=%u nprocs=%u\n",
-			       (int)GS_SF_KEY_LEN, e->key, e->quota, e->nprocs);
+		if (e->state != GS_SF_USED)
+			continue;
+		printf("vgpu key=%.*s quota=%u nprocs=%u slices=%llu\n",
+		       (int)GS_SF_KEY_LEN, e->key, e->quota, e->nprocs,
+		       e->core_id >= 0 && e->core_id < GS_MAX_VGPUS ?
+		       (unsigned long long)h->core.vgpu[e->core_id].slices : 0ULL);
 	}
 	munmap((void *)h, GS_SF_SIZE);
 	return 0;
