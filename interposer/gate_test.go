@@ -15,11 +15,13 @@ import (
 func TestLaunchesUngatedWithoutModule(t *testing.T) {
 	t.Parallel()
 	m := newMachine(t)
-	r := m.ok("tenant", "1", "1000", "2")
+	r := m.ok("tenant", "1", "1000", "8")
 	assert.NotZero(t, r.num(t, "launches"), "%s", r)
 	assert.Equal(t, r.num(t, "launches"), r.num(t, "kernels"), "%s", r)
-	// Two in flight back to back: the engine was busy most of the second.
-	assert.Greater(t, r.num(t, "busy_ns"), uint64(500_000_000), "%s", r)
+	// Eight in flight back to back: the engine was busy much of the
+	// second, gaps only where a loaded machine left the tenant waiting
+	// for a CPU longer than 8 ms.
+	assert.Greater(t, r.num(t, "busy_ns"), uint64(250_000_000), "%s", r)
 	assert.Empty(t, r.lines("gpuslice[", "launch"), "%s", r)
 }
 
