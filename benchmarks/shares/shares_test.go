@@ -34,7 +34,8 @@ func busy(key, quota string, kernelUS int) tenant {
 }
 
 // policyScenarios are the policies' scenarios with 1 ms kernels, then
-// policy 4 with kernels of 50 us and of 20 ms (four 5 ms slices).
+// policy 4 with kernels of 50 us, of 20 ms (four 5 ms slices), of all
+// three at once (one shape per tenant), and 64 in flight on 4 streams.
 func policyScenarios() []scenario {
 	const k = 1000
 	third := 100.0 / 3
@@ -65,7 +66,18 @@ func policyScenarios() []scenario {
 		{"p4-20ms", "4", "weighted 5/5/10, 20 ms kernels",
 			[]tenant{busy("a", "5", 20000), busy("b", "5", 20000), busy("c", "10", 20000)},
 			[]float64{25, 25, 50}},
+		{"p4-mixed", "4", "weighted 5/5/10, 50 us / 1 ms / 20 ms kernels",
+			[]tenant{busy("a", "5", 50), busy("b", "5", k), busy("c", "10", 20000)},
+			[]float64{25, 25, 50}},
+		{"p4-deep", "4", "weighted 5/5/10, 64 in flight on 4 streams",
+			[]tenant{deep("a", "5", k), deep("b", "5", k), deep("c", "10", k)},
+			[]float64{25, 25, 50}},
 	}
+}
+
+// deep is a saturating tenant with 64 kernels in flight over 4 streams.
+func deep(key, quota string, kernelUS int) tenant {
+	return tenant{key: key, quota: quota, kernelUS: kernelUS, depth: 64, streams: 4}
 }
 
 // row is one tenant of a scenario as measured.

@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 }
 
 // tenant is one container of the card and its one process, gstest tenant:
-// kernels of kernelUS microseconds, depth of them in flight; with gapUS
+// kernels of kernelUS microseconds, depth of them in flight over streams
+// streams; with gapUS
 // set, one kernel at a time, gapUS apart, latencies recorded (its
 // "gap=" mode); idle launches once and keeps its context.
 type tenant struct {
@@ -35,6 +36,7 @@ type tenant struct {
 	high     bool
 	kernelUS int
 	depth    int
+	streams  int // 0: one
 	gapUS    int
 	idle     bool
 }
@@ -135,7 +137,8 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 
 func (c *card) start(tb testing.TB, seconds int, t tenant) *proc {
 	tb.Helper()
-	args := []string{"tenant", strconv.Itoa(seconds), strconv.Itoa(t.kernelUS), strconv.Itoa(t.depth), "1"}
+	args := []string{"tenant", strconv.Itoa(seconds), strconv.Itoa(t.kernelUS), strconv.Itoa(t.depth),
+		strconv.Itoa(max(t.streams, 1))}
 	if t.idle {
 		args[1] = "0"
 		args = append(args, "hold")
