@@ -247,10 +247,16 @@ static int run_scenario(const char *tag, int n, const int *ids,
 	for (int i = 0; i < n; i++) {
 		struct wres *r = &sh->w[i];
 		double g = 100.0 * (double)r->granted / (of_wall ? wall : total_g);
+		/*
+		 * Shares of wall time lose the slices a starved emulator's late
+		 * timer skips (counted as missed, never granted late): below,
+		 * a wider margin; above, the bound isolation promises.
+		 */
+		double below = of_wall ? tol + 15 : tol;
 
-		T(g > expect[i] - tol && g < expect[i] + tol,
-		  "%s: vGPU %d (%s) granted %.1f%%, expected %.0f%% +- %.0f",
-		  tag, r->id, names[i], g, expect[i], tol);
+		T(g > expect[i] - below && g < expect[i] + tol,
+		  "%s: vGPU %d (%s) granted %.1f%%, expected %.0f%% -%.0f/+%.0f",
+		  tag, r->id, names[i], g, expect[i], below, tol);
 		T(r->timeouts == 0 || (flags & STARVES),
 		  "%s: %s waited over 1 s for a slice %llu times",
 		  tag, names[i], (unsigned long long)r->timeouts);
