@@ -308,7 +308,7 @@ func (p *proc) await(want string, timeout time.Duration) {
 				return
 			}
 		case <-deadline:
-			p.t.Fatalf("%v: no %q within %v\n%s", p.args, want, timeout, p.result())
+			p.t.Fatalf("%v: no %q within %v\n%s%s", p.args, want, timeout, p.stacks(), p.result())
 		}
 	}
 }
@@ -376,3 +376,17 @@ func usage(t *testing.T, l *ledger.Ledger) (used, capBytes uint64) {
 
 // rangeRE matches an allowed range in a configuration message: 1-16, 0..255.
 var rangeRE = regexp.MustCompile(`\d+ ?(-|\.\.) ?\d+`)
+
+// stacks is every thread's stack of a program that stopped answering, by
+// gdb where the machine has it: a hang reported with where it hangs.
+func (p *proc) stacks() string {
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, gdb, "-p", strconv.Itoa(int(p.pid())), "-batch",
+		"-ex", "thread apply all bt").CombinedOutput()
+	return "--- threads (gdb)\n" + string(out) + "\n"
+}
