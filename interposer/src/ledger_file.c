@@ -75,25 +75,45 @@ static void st64(uint64_t *p, uint64_t v)
 
 /* ---- record locks on slots ---- */
 
-static void lf_flock(struct flock *fl, short type, int i)
+static void gs_range_flock(struct flock *fl, short type, off_t start, off_t len)
 {
 	memset(fl, 0, sizeof(*fl));
 	fl->l_type = type;
 	fl->l_whence = SEEK_SET;
-	fl->l_start = (off_t)GS_LF_HEADER_SIZE + (off_t)i * GS_LF_SLOT_SIZE;
-	fl->l_len = GS_LF_SLOT_SIZE;
+	fl->l_start = start;
+	fl->l_len = len;
+}
+
+int gs_lf_range_setlk(int fd, off_t start, off_t len, short type)
+{
+	struct flock fl;
+
+	gs_range_flock(&fl, type, start, len);
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	return (errno == EAGAIN || errno == EACCES) ? -EAGAIN : -errno;
+}
+
+int gs_lf_range_held(int fd, off_t start, off_t len)
+{
+	struct flock fl;
+
+	gs_range_flock(&fl, F_WRLCK, start, len);
+	if (fcntl(fd, F_OFD_GETLK, &fl))
+		return -errno;
+	return fl.l_type != F_UNLCK;
+}
+
+static off_t lf_slot_start(int i)
+{
+	return (off_t)GS_LF_HEADER_SIZE + (off_t)i * GS_LF_SLOT_SIZE;
 }
 
 /* F_WRLCK: 0 when slot i's lock is now ours, -EAGAIN when another open
  * file description has it; F_UNLCK: lets it go. */
 static int lf_slot_setlk(int fd, int i, short type)
 {
-	struct flock fl;
-
-	lf_flock(&fl, type, i);
-	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
-		return 0;
-	return (errno == EAGAIN || errno == EACCES) ? -EAGAIN : -errno;
+	return gs_lf_range_setlk(fd, lf_slot_start(i), GS_LF_SLOT_SIZE, type);
 }
 
 /*
@@ -103,12 +123,7 @@ static int lf_slot_setlk(int fd, int i, short type)
  */
 static int lf_slot_held(int fd, int i)
 {
-	struct flock fl;
-
-	lf_flock(&fl, F_WRLCK, i);
-	if (fcntl(fd, F_OFD_GETLK, &fl))
-		return -errno;
-	return fl.l_type != F_UNLCK;
+	return gs_lf_range_held(fd, lf_slot_start(i), GS_LF_SLOT_SIZE);
 }
 
 /* ---- the totals (all under the mutex) ---- */

@@ -151,6 +151,16 @@ extern const struct gs_ledger_ops gs_lf_ops;
  */
 int gs_lf_high_fd(int fd);
 
+/*
+ * OFD record locks on a byte range of a shared file, held for as long as
+ * the process lives (the ledger's and the schedule file's process slots).
+ * setlk: F_WRLCK 0 when the range is now ours, -EAGAIN when another open
+ * file description holds it; F_UNLCK lets it go. held: 1 when another
+ * description holds it (a live process), 0 when nobody does, or -errno.
+ */
+int gs_lf_range_setlk(int fd, off_t start, off_t len, short type);
+int gs_lf_range_held(int fd, off_t start, off_t len);
+
 static inline uint64_t gs_lf_clock_ns(clockid_t clk)
 {
 	struct timespec ts;

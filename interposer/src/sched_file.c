@@ -247,35 +247,22 @@ static void sf_unlock(struct gs_sf_header *h)
 
 /* ---- slot locks ---- */
 
-static void sf_flock(struct flock *fl, short type, int i)
+static off_t sf_slot_start(int i)
 {
-	memset(fl, 0, sizeof(*fl));
-	fl->l_type = type;
-	fl->l_whence = SEEK_SET;
-	fl->l_start = (off_t)(offsetof(struct gs_sf_header, slot) +
-			      (size_t)i * sizeof(struct gs_sf_slot));
-	fl->l_len = sizeof(struct gs_sf_slot);
+	return (off_t)(offsetof(struct gs_sf_header, slot) +
+		       (size_t)i * sizeof(struct gs_sf_slot));
 }
 
 static int sf_setlk(int fd, int i, short type)
 {
-	struct flock fl;
-
-	sf_flock(&fl, type, i);
-	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
-		return 0;
-	return (errno == EAGAIN || errno == EACCES) ? -EAGAIN : -errno;
+	return gs_lf_range_setlk(fd, sf_slot_start(i), sizeof(struct gs_sf_slot),
+				 type);
 }
 
 /* 1: a live process holds slot i; 0: nobody does; -errno. */
 static int sf_held(int fd, int i)
 {
-	struct flock fl;
-
-	sf_flock(&fl, F_WRLCK, i);
-	if (fcntl(fd, F_OFD_GETLK, &fl))
-		return -errno;
-	return fl.l_type != F_UNLCK;
+	return gs_lf_range_held(fd, sf_slot_start(i), sizeof(struct gs_sf_slot));
 }
 
 /* Our fd, (re)opened when needed: the same file or -ESTALE. */

@@ -11,4 +11,4 @@ package ledger
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "3d0e9d1e25074eaf2f117699d15a67981cbd0c68dfaae672ef5d311014eb95eb"
+const cSourcesHash = "b8aab89732dad03145cae640ce102e56875d69c8609864e4ea81d71a6b907eea"
