@@ -21,6 +21,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -160,6 +161,21 @@ int gs_lf_high_fd(int fd);
  */
 int gs_lf_range_setlk(int fd, off_t start, off_t len, short type);
 int gs_lf_range_held(int fd, off_t start, off_t len);
+
+/* A process-shared, robust mutex in a shared file: 0 or -errno. */
+int gs_lf_robust_mutex_init(pthread_mutex_t *m);
+
+/*
+ * Opens the shared file at path, or (create) publishes a new one: built
+ * whole under a temporary name by init(fd, arg), made 0666 (every user of
+ * the container shares it), then link()ed, so no process ever maps a
+ * half-made one and concurrent creators agree on one. mkparent(path) runs
+ * once if the directory is missing. Returns an fd above the driver's
+ * (gs_lf_high_fd) or -errno.
+ */
+int gs_lf_open_shared(const char *path, bool create,
+		      void (*mkparent)(const char *path),
+		      int (*init)(int fd, const void *arg), const void *arg);
 
 static inline uint64_t gs_lf_clock_ns(clockid_t clk)
 {

@@ -24,7 +24,6 @@
 
 static int lf_init_file(int fd, uint64_t cap_bytes)
 {
-	pthread_mutexattr_t attr;
 	struct gs_lf_header *h;
 	int err;
 
@@ -44,16 +43,30 @@ static int lf_init_file(int fd, uint64_t cap_bytes)
 	h->abi = GS_LF_ABI;
 	h->mutex_size = sizeof(pthread_mutex_t);
 	h->created_ns = gs_lf_clock_ns(CLOCK_REALTIME);
+	err = gs_lf_robust_mutex_init(&h->lock.mutex);
+	munmap(h, GS_LF_SIZE);
+	return err;
+}
+
+static int lf_init_cb(int fd, const void *cap_bytes)
+{
+	return lf_init_file(fd, *(const uint64_t *)cap_bytes);
+}
+
+int gs_lf_robust_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t attr;
+	int err;
+
 	err = pthread_mutexattr_init(&attr);
-	if (!err)
-		err = pthread_mutexattr_setpshared(&attr,
-						   PTHREAD_PROCESS_SHARED);
+	if (err)
+		return -err;
+	err = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
 	if (!err)
 		err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
 	if (!err)
-		err = pthread_mutex_init(&h->lock.mutex, &attr);
+		err = pthread_mutex_init(m, &attr);
 	pthread_mutexattr_destroy(&attr);
-	munmap(h, GS_LF_SIZE);
 	return -err;
 }
 
@@ -73,7 +86,9 @@ static void lf_mkdir_parent(const char *path)
 	(void)mkdir(dir, 0755);
 }
 
-static int lf_open_tmp(const char *path, char *tmp, size_t len)
+/* A new file beside path under a unique name, or -errno. */
+static int lf_open_tmp(const char *path, char *tmp, size_t len,
+		       void (*mkparent)(const char *path))
 {
 	static unsigned int seq;
 	unsigned int try;
@@ -95,28 +110,28 @@ static int lf_open_tmp(const char *path, char *tmp, size_t len)
 			continue;
 		if (errno != ENOENT || try)
 			return -errno;
-		lf_mkdir_parent(path);
+		mkparent(path);
 	}
 	return -EEXIST;
 }
 
 /*
  * Builds the file under a temporary name and publishes it with link(),
- * which fails with EEXIST if another process published first: nobody
- * ever opens a half-made ledger. Returns an fd or -errno.
+ * which fails with EEXIST if another process published first.
  */
-static int lf_create(const char *path, uint64_t cap_bytes)
+static int lf_publish(const char *path, void (*mkparent)(const char *path),
+		      int (*init)(int fd, const void *arg), const void *arg)
 {
 	char tmp[PATH_MAX];
 	int fd, err;
 
-	fd = lf_open_tmp(path, tmp, sizeof(tmp));
+	fd = lf_open_tmp(path, tmp, sizeof(tmp), mkparent);
 	if (fd < 0)
 		return fd;
-	err = lf_init_file(fd, cap_bytes);
+	err = init(fd, arg);
 	/*
-	 * Every process of the container shares it, whatever its user: the
-	 * agent, as root, may create it for processes that are not.
+	 * Every process shares it, whatever its user: the agent, as root,
+	 * may create it for processes that are not.
 	 */
 	if (!err && fchmod(fd, 0666))
 		err = -errno;
@@ -140,8 +155,9 @@ int gs_lf_high_fd(int fd)
 	return high;
 }
 
-static int lf_open_or_create(const char *path, uint64_t cap_bytes,
-			     unsigned int flags)
+int gs_lf_open_shared(const char *path, bool create,
+		      void (*mkparent)(const char *path),
+		      int (*init)(int fd, const void *arg), const void *arg)
 {
 	int fd, try;
 
@@ -149,14 +165,21 @@ static int lf_open_or_create(const char *path, uint64_t cap_bytes,
 		fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd >= 0)
 			return gs_lf_high_fd(fd);
-		if (errno != ENOENT || (flags & GS_LF_NOCREATE))
+		if (errno != ENOENT || !create)
 			return -errno;
-		fd = lf_create(path, cap_bytes);
+		fd = lf_publish(path, mkparent, init, arg);
 		if (fd != -EEXIST)
 			return fd < 0 ? fd : gs_lf_high_fd(fd);
 		/* lost the race: open the winner's (unless already gone) */
 	}
 	return -EAGAIN;
+}
+
+static int lf_open_or_create(const char *path, uint64_t cap_bytes,
+			     unsigned int flags)
+{
+	return gs_lf_open_shared(path, !(flags & GS_LF_NOCREATE),
+				 lf_mkdir_parent, lf_init_cb, &cap_bytes);
 }
 
 /* -EPROTO: not a ledger of this version and ABI; -EINVAL: wrong size. */

@@ -25,7 +25,6 @@
 static int sf_init_file(int fd, const struct gs_sf_want *w)
 {
 	struct gs_sched_config cfg;
-	pthread_mutexattr_t attr;
 	struct gs_sf_header *h;
 	int err;
 
@@ -53,17 +52,14 @@ static int sf_init_file(int fd, const struct gs_sf_want *w)
 	gs_card_init(&h->core, &cfg);
 	h->pub.page.abi_version = GPUSLICE_ABI_VERSION;
 	gs_sf_publish(h);
-	err = pthread_mutexattr_init(&attr);
-	if (!err)
-		err = pthread_mutexattr_setpshared(&attr,
-						   PTHREAD_PROCESS_SHARED);
-	if (!err)
-		err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-	if (!err)
-		err = pthread_mutex_init(&h->lock.mutex, &attr);
-	pthread_mutexattr_destroy(&attr);
+	err = gs_lf_robust_mutex_init(&h->lock.mutex);
 	munmap(h, GS_SF_SIZE);
-	return -err;
+	return err;
+}
+
+static int sf_init_cb(int fd, const void *want)
+{
+	return sf_init_file(fd, want);
 }
 
 /* Creates the directories above path (the agent's mount usually has them). */
@@ -83,54 +79,9 @@ static void sf_mkdirs(const char *path)
 	}
 }
 
-/* Built under a temporary name and published with link(): nobody maps a
- * half-made file, concurrent creators agree on one. */
-static int sf_create(const char *path, const struct gs_sf_want *w)
-{
-	char tmp[PATH_MAX];
-	int fd = -1, n, err;
-
-	for (int try = 0; try < 2 && fd < 0; try++) {
-		n = snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%llx", path,
-			     (int)getpid(), (unsigned long long)mono());
-		if (n < 0 || (size_t)n >= sizeof(tmp))
-			return -ENAMETOOLONG;
-		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd < 0 && errno == ENOENT && !try)
-			sf_mkdirs(path);
-		else if (fd < 0)
-			return -errno;
-	}
-	if (fd < 0)
-		return -ENOENT;
-	err = sf_init_file(fd, w);
-	if (!err && fchmod(fd, 0666))
-		err = -errno;
-	if (!err && link(tmp, path))
-		err = -errno;
-	unlink(tmp);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
 static int sf_open_or_create(const char *path, const struct gs_sf_want *w)
 {
-	int fd;
-
-	for (int try = 0; try < 8; try++) {
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd >= 0)
-			return gs_lf_high_fd(fd);
-		if (errno != ENOENT)
-			return -errno;
-		fd = sf_create(path, w);
-		if (fd != -EEXIST)
-			return fd < 0 ? fd : gs_lf_high_fd(fd);
-	}
-	return -EAGAIN;
+	return gs_lf_open_shared(path, true, sf_mkdirs, sf_init_cb, w);
 }
 
 static int sf_validate(int fd, struct stat *st)

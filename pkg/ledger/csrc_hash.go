@@ -11,4 +11,4 @@ package ledger
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "b8aab89732dad03145cae640ce102e56875d69c8609864e4ea81d71a6b907eea"
+const cSourcesHash = "501922a428d90697792e512204ad940a44cc7f1bf2a75bc88c58ab4c08a691bf"
