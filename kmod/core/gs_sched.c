@@ -263,6 +263,9 @@ int gs_vgpu_add(struct gs_card *c, u32 quota, u32 high)
 	v->nprocs = 0;
 	v->last_work_ns = 0;
 	v->slices = 0;
+	v->holding = 0;
+	v->debt_ns = 0;
+	v->overrun_ns = 0;
 	gs_account(c, v, true);
 	gs_rebuild(c);
 	return id;
@@ -300,6 +303,7 @@ int gs_vgpu_remove(struct gs_card *c, int id)
 	v->units = 0;
 	v->nprocs = 0;
 	v->pending = 0;
+	v->holding = 0;
 	/* The id may be reused at once: it must not inherit the slice. */
 	if (c->owner == id)
 		c->owner = GS_OWNER_NONE;
@@ -376,13 +380,48 @@ static int gs_next_shared(const struct gs_card *c, u64 now, u32 *rr)
 	return GS_OWNER_NONE;
 }
 
+/* Is any vGPU but id active at now (would another one take a slice)? */
+static bool gs_others_active(const struct gs_card *c, int id, u64 now)
+{
+	int i;
+
+	for (i = 0; i < GS_MAX_VGPUS; i++)
+		if (i != id && gs_active(&c->vgpu[i], now, c->cfg.reclaim_ns))
+			return true;
+	return false;
+}
+
+/*
+ * Does vGPU id give up the unit it would be handed, to pay its debt? A
+ * whole slice's worth of debt pays one unit, which then takes no time. A
+ * work-conserving policy forgives the debt of a vGPU nobody else is
+ * waiting behind: the card would idle instead.
+ */
+static bool gs_pays_debt(struct gs_card *c, int id, u64 now, bool commit)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+
+	if (v->debt_ns < c->cfg.slice_ns)
+		return false;
+	if (gs_policy_skips_free(c->cfg.policy) &&
+	    !gs_others_active(c, id, now)) {
+		if (commit)
+			v->debt_ns = 0;
+		return false;
+	}
+	if (commit)
+		v->debt_ns -= c->cfg.slice_ns;
+	return true;
+}
+
 /*
  * The owner of the next slice, from the positions in *pos, *shared_rr and
- * *high_rr, which it advances. Pure otherwise: gs_peek_next runs it on
- * copies.
+ * *high_rr, which it advances, and the vGPUs' debts, which it pays when
+ * commit is set. Pure otherwise: gs_peek_next runs it on copies of the
+ * positions, without commit (c is then only read).
  */
-static int gs_pick(const struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
-		   u32 *high_rr)
+static int gs_pick(struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
+		   u32 *high_rr, bool commit)
 {
 	u32 policy = c->cfg.policy, m = c->cfg.max_inst;
 	bool skip_free = gs_policy_skips_free(policy);
@@ -395,8 +434,12 @@ static int gs_pick(const struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 		return GS_OWNER_ALL;
 	if (c->nhigh && gs_policy_has_priority(policy)) {
 		id = gs_next_high(c, high_rr);
-		if (id >= 0)
+		if (id >= 0) {
+			/* Priority goes first, whatever it owes. */
+			if (commit)
+				c->vgpu[id].debt_ns = 0;
 			return id;
+		}
 	}
 	p = *pos;
 	for (step = 0; step < m; step++) {
@@ -414,6 +457,8 @@ static int gs_pick(const struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 		}
 		if (skip_idle && !gs_active(&c->vgpu[u], now, c->cfg.reclaim_ns))
 			continue;
+		if (c->vgpu[u].nprocs && gs_pays_debt(c, u, now, commit))
+			continue;
 		*pos = p;
 		/* Kept for a vGPU with no process: nobody runs, nobody gets it. */
 		return c->vgpu[u].nprocs ? u : GS_OWNER_NONE;
@@ -426,13 +471,32 @@ static int gs_pick(const struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 /* Starts the slice at c->slice_start. */
 static void gs_begin(struct gs_card *c, u64 now)
 {
-	c->owner = gs_pick(c, now, &c->pos, &c->shared_rr, &c->high_rr);
+	c->owner = gs_pick(c, now, &c->pos, &c->shared_rr, &c->high_rr, true);
 	c->slice_end = c->slice_start + c->cfg.slice_ns;
 	c->handovers++;
 	if (c->owner >= 0)
 		c->vgpu[c->owner].slices++;
 	else if (c->owner == GS_OWNER_NONE)
 		c->idle_slices++;
+}
+
+/* Charges vGPU id for running past its slice's end until now. */
+static void gs_charge_overrun(struct gs_card *c, int id, u64 now)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 over = now > c->slice_end ? now - c->slice_end : 0;
+	u64 cap = (u64)c->cfg.max_inst * c->cfg.slice_ns;
+
+	v->holding = 0;
+	v->overrun_ns += over;
+	/* At most a period owed: one bad slice must not starve it for long. */
+	v->debt_ns = v->debt_ns + over > cap ? cap : v->debt_ns + over;
+}
+
+/* The owner's slice is over and it holds the card: drain, or hand on. */
+static bool gs_draining(const struct gs_card *c)
+{
+	return c->owner >= 0 && c->vgpu[c->owner].holding;
 }
 
 int gs_tick(struct gs_card *c, u64 now)
@@ -447,11 +511,69 @@ int gs_tick(struct gs_card *c, u64 now)
 	}
 	if (now < c->slice_end)
 		return c->owner;
+	if (gs_draining(c)) {
+		if (now - c->slice_end < GS_DRAIN_MAX_NS)
+			return c->owner;
+		/* It never said its work ran: all of the wait is its debt. */
+		gs_charge_overrun(c, c->owner, now);
+		c->slice_start = now;
+		gs_begin(c, now);
+		return c->owner;
+	}
 	k = gs_div64(now - c->slice_end, c->cfg.slice_ns);
 	c->missed_slices += k;
 	c->slice_start = c->slice_end + k * c->cfg.slice_ns;
 	gs_begin(c, now);
 	return c->owner;
+}
+
+int gs_vgpu_hold(struct gs_card *c, int id, bool holding)
+{
+	if (!gs_valid_id(c, id))
+		return -GS_ENOENT;
+	c->vgpu[id].holding = holding ? 1 : 0;
+	return 0;
+}
+
+bool gs_release(struct gs_card *c, int id, u64 now)
+{
+	if (!gs_valid_id(c, id))
+		return false;
+	if (!c->started || c->owner != id || now < c->slice_end ||
+	    !c->vgpu[id].holding) {
+		/* In its slice, or the card moved on already: nothing owed. */
+		c->vgpu[id].holding = 0;
+		return false;
+	}
+	gs_charge_overrun(c, id, now);
+	/* The next slice starts when the card is free, not on the old grid. */
+	c->slice_start = now;
+	gs_begin(c, now);
+	return true;
+}
+
+bool gs_preempt(struct gs_card *c, u64 now)
+{
+	int i;
+
+	if (!c->started || !c->nhigh || now >= c->slice_end ||
+	    !gs_policy_has_priority(c->cfg.policy) ||
+	    (c->owner >= 0 && c->vgpu[c->owner].high))
+		return false;
+	for (i = 0; i < GS_MAX_VGPUS; i++) {
+		const struct gs_vgpu *v = &c->vgpu[i];
+
+		if (v->in_use && v->high && v->nprocs && v->pending) {
+			c->slice_end = now;
+			return true;
+		}
+	}
+	return false;
+}
+
+u64 gs_next_change(const struct gs_card *c)
+{
+	return gs_draining(c) ? c->slice_end + GS_DRAIN_MAX_NS : c->slice_end;
 }
 
 int gs_owner(const struct gs_card *c)
@@ -468,7 +590,9 @@ int gs_peek_next(const struct gs_card *c, u64 now)
 {
 	u32 pos = c->pos, shared_rr = c->shared_rr, high_rr = c->high_rr;
 
-	return gs_pick(c, now, &pos, &shared_rr, &high_rr);
+	/* Without commit gs_pick writes nothing through c. */
+	return gs_pick((struct gs_card *)c, now, &pos, &shared_rr, &high_rr,
+		       false);
 }
 
 bool gs_may_run(const struct gs_card *c, int id, u64 now)

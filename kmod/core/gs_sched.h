@@ -44,6 +44,12 @@
 #define GS_RECLAIM_MAX_NS	(10000 * GS_NS_PER_MS)
 #define GS_RECLAIM_DEFAULT_NS	(100 * GS_NS_PER_MS)
 #define GS_QUOTA_STEP		5
+/*
+ * How long a slice's owner that holds the card past the slice's end
+ * (draining the work it queued in it: gs_vgpu_hold) may keep it before
+ * the card moves on anyway. Its overrun is owed to its later slices.
+ */
+#define GS_DRAIN_MAX_NS		(100 * GS_NS_PER_MS)
 #define GS_QUOTA_MAX		100
 
 /* Owners that are not a vGPU id. */
@@ -68,7 +74,11 @@ struct gs_vgpu {
 	u8 units;		/* units of the table it owns */
 	u8 pending;		/* work waiting (last gs_vgpu_note_work) */
 	u8 worked;		/* gs_vgpu_note_work called at least once */
+	u8 holding;		/* work queued in its slice may still run */
+	u8 pad[2];
 	u32 nprocs;		/* processes holding the GPU */
+	u64 debt_ns;		/* overrun owed to its next slices */
+	u64 overrun_ns;		/* overrun charged in all (statistics) */
 	u64 last_work_ns;	/* time of the last gs_vgpu_note_work */
 	u64 slices;		/* slices granted (statistics) */
 };
@@ -130,6 +140,41 @@ int gs_tick(struct gs_card *c, u64 now);
 /* The current slice: its owner, and when it ends. */
 int gs_owner(const struct gs_card *c);
 u64 gs_slice_end(const struct gs_card *c);
+
+/*
+ * Draining (callers that fence their work at slice ends: the shim's
+ * no-module mode). gs_vgpu_hold(c, id, true) says vGPU id was granted a
+ * slice and may have work queued in it. When its slice ends while it
+ * holds, the card waits for it, at most GS_DRAIN_MAX_NS: gs_tick keeps it
+ * the owner with its slice over (nobody may launch), and gs_release(c,
+ * id, now), once its work has run, hands the card on at now. The time
+ * past the slice's end is the vGPU's debt: its next slices are shortened
+ * or skipped by as much, so that its share counts the time its work took,
+ * not the time it was granted. A vGPU that never holds is never waited
+ * for (the kernel module's callers today).
+ */
+int gs_vgpu_hold(struct gs_card *c, int id, bool holding);
+
+/*
+ * vGPU id's work has drained at now (its hold ends). Returns true when
+ * that ended a drain and began a new slice (callers publish and wake).
+ */
+bool gs_release(struct gs_card *c, int id, u64 now);
+
+/*
+ * Priority: when a high-priority vGPU has work waiting and a low-priority
+ * one owns the slice, ends that slice at now (the owner drains, if it
+ * holds, and the card goes to the high-priority vGPU). Returns true when
+ * it cut the slice short.
+ */
+bool gs_preempt(struct gs_card *c, u64 now);
+
+/*
+ * When the current slice's owner may change next: its end, or while the
+ * card waits for a draining owner, the drain's bound. Timers and sleepers
+ * wait until then (or for gs_release).
+ */
+u64 gs_next_change(const struct gs_card *c);
 
 /* Who gs_tick would hand the card to at slice_end, given activity at now. */
 int gs_peek_next(const struct gs_card *c, u64 now);

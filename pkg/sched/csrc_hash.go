@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "0108bf303d0e7ad401aa57ba183a85263f0208f0280b3a78de455eb7d205e0b9"
+const cSourcesHash = "6bd339a545910f3cbf8a01ef62a24bc6303fc13e3cbbc6fa0c2c9473f5a63290"

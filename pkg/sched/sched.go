@@ -248,6 +248,43 @@ func (c *Card) NoteWork(id int, now uint64, pending bool) error {
 	return nil
 }
 
+// Hold records that vGPU id was granted a slice and may have work queued
+// in it (holding), or not: a holding owner's slice end waits for its
+// Release, at most DrainMax.
+func (c *Card) Hold(id int, holding bool) error {
+	if rc := C.gs_vgpu_hold(&c.c, cid(id), C.bool(holding)); rc != 0 {
+		return errOf(rc)
+	}
+	return nil
+}
+
+// Release says vGPU id's work has drained at now. It reports whether that
+// ended a drain and began a new slice at now; the time past the slice's
+// end becomes the vGPU's debt.
+func (c *Card) Release(id int, now uint64) bool {
+	return bool(C.gs_release(&c.c, cid(id), C.u64(now)))
+}
+
+// Preempt ends a low-priority (or idle) slice at now when a high-priority
+// vGPU has work waiting; it reports whether it did.
+func (c *Card) Preempt(now uint64) bool { return bool(C.gs_preempt(&c.c, C.u64(now))) }
+
+// NextChange is when the owner may change next: the slice's end, or the
+// drain's bound while the card waits for a holding owner.
+func (c *Card) NextChange() uint64 { return uint64(C.gs_next_change(&c.c)) }
+
+// Debt is the overrun vGPU id still owes its next slices, and the overrun
+// it was charged in all.
+func (c *Card) Debt(id int) (owed, total uint64) {
+	if id < 0 || id >= MaxVGPUs || c.c.vgpu[id].in_use == 0 {
+		return 0, 0
+	}
+	return uint64(c.c.vgpu[id].debt_ns), uint64(c.c.vgpu[id].overrun_ns)
+}
+
+// DrainMax bounds how long a holding owner keeps the card past its slice.
+const DrainMax = uint64(C.GS_DRAIN_MAX_NS)
+
 // Active reports whether vGPU id counts as active at now: a process holds
 // the GPU and it has work waiting or worked within the reclaim window.
 func (c *Card) Active(id int, now uint64) bool {

@@ -1,0 +1,295 @@
+package sched
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Two busy vGPUs of policy 4, 50/50, the first slice A's.
+func drainPair(t *testing.T) (c *Card, a, b int) {
+	t.Helper()
+	c = newCard(t, WeightedPreemptive, 20)
+	a, err := c.AddVGPU(50, false)
+	require.NoError(t, err)
+	b, err = c.AddVGPU(50, false)
+	require.NoError(t, err)
+	setAct(t, c, a, busy, 0)
+	setAct(t, c, b, busy, 0)
+	require.Equal(t, a, c.Tick(0))
+	return c, a, b
+}
+
+func TestDrainWaitsForTheHolder(t *testing.T) {
+	c, a, b := drainPair(t)
+	require.NoError(t, c.Hold(a, true))
+	end := c.SliceEnd()
+
+	// Past its end A keeps the card, but may not launch.
+	assert.Equal(t, a, c.Tick(end+ms))
+	assert.False(t, c.MayRun(a, end+ms))
+	assert.Equal(t, end+DrainMax, c.NextChange())
+
+	// Its work ran until end+3ms: B's slice starts then, whole.
+	assert.False(t, c.Release(b, end+2*ms), "not the owner")
+	require.True(t, c.Release(a, end+3*ms))
+	assert.Equal(t, b, c.Owner())
+	assert.Equal(t, end+3*ms+uint64(c.Config().Slice), c.SliceEnd())
+	owed, total := c.Debt(a)
+	assert.Equal(t, 3*ms, owed)
+	assert.Equal(t, 3*ms, total)
+}
+
+func TestDrainIsBounded(t *testing.T) {
+	c, a, b := drainPair(t)
+	require.NoError(t, c.Hold(a, true))
+	end := c.SliceEnd()
+	assert.Equal(t, a, c.Tick(end+DrainMax-1))
+	assert.Equal(t, b, c.Tick(end+DrainMax))
+	owed, _ := c.Debt(a)
+	assert.Equal(t, DrainMax, owed, "the whole wait is owed (a period's worth at most)")
+	// A late release finds the card moved on: nothing more is charged.
+	assert.False(t, c.Release(a, end+DrainMax+ms))
+	owed, _ = c.Debt(a)
+	assert.Equal(t, DrainMax, owed)
+}
+
+func TestReleaseInItsSliceOwesNothing(t *testing.T) {
+	c, a, _ := drainPair(t)
+	require.NoError(t, c.Hold(a, true))
+	assert.False(t, c.Release(a, ms))
+	owed, _ := c.Debt(a)
+	assert.Zero(t, owed)
+	// Not holding any more: its slice's end hands the card on at once.
+	assert.NotEqual(t, a, c.Tick(c.SliceEnd()))
+}
+
+func TestDebtSkipsUnits(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		bActivity activity
+		wantSkip  bool
+	}{
+		{"the other vGPU waits: A's units go to it", busy, true},
+		{"nobody else: work-conserving policy 4 forgives", stale, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, a, b := drainPair(t)
+			setAct(t, c, b, tc.bActivity, 0)
+			slice := uint64(c.Config().Slice)
+			require.NoError(t, c.Hold(a, true))
+			end := c.SliceEnd()
+			// Two and a half slices over.
+			now := end + 2*slice + slice/2
+			c.Release(a, now)
+			owners := map[int]int{}
+			for i := 0; i < 4; i++ {
+				now = c.SliceEnd()
+				owners[c.Tick(now)]++
+			}
+			if tc.wantSkip {
+				// B, then A's next unit is paid (skipped), B, A's
+				// second is paid, ... : B five slices of six.
+				assert.Equal(t, 4, owners[b], "owners %v", owners)
+				owed, _ := c.Debt(a)
+				assert.Equal(t, slice/2, owed, "what is left under a slice waits")
+			} else {
+				assert.Equal(t, 4, owners[a], "owners %v", owners)
+				owed, _ := c.Debt(a)
+				assert.Zero(t, owed)
+			}
+		})
+	}
+}
+
+func TestPreempt(t *testing.T) {
+	for _, tc := range []struct {
+		policy   Policy
+		ownerHi  bool
+		hpWaits  bool
+		wantsCut bool
+	}{
+		{WeightedPreemptive, false, true, true},
+		{WeightedPreemptive, false, false, false},
+		{WeightedPreemptive, true, true, false},
+		{Fixed, false, true, true},
+		{Native, false, true, false},
+	} {
+		t.Run(fmt.Sprintf("%v/ownerHigh=%v/hpWaits=%v", tc.policy, tc.ownerHi, tc.hpWaits), func(t *testing.T) {
+			c := newCard(t, tc.policy, 20)
+			lo, err := c.AddVGPU(50, tc.ownerHi)
+			require.NoError(t, err)
+			hi, err := c.AddVGPU(10, true)
+			require.NoError(t, err)
+			setAct(t, c, lo, busy, 0)
+			require.NoError(t, c.SetProcs(hi, 1))
+			c.Tick(0)
+			if tc.policy != Native {
+				require.Equal(t, lo, c.Owner())
+			}
+			if tc.hpWaits {
+				require.NoError(t, c.NoteWork(hi, ms, true))
+			}
+			assert.Equal(t, tc.wantsCut, c.Preempt(ms))
+			if tc.wantsCut {
+				assert.Equal(t, ms, c.SliceEnd())
+				assert.Equal(t, hi, c.Tick(ms))
+			}
+		})
+	}
+}
+
+// A tenant of the virtual-time engine below.
+type vtenant struct {
+	quota    int
+	high     bool
+	kernel   uint64 // duration of each kernel
+	depth    int    // kernels in flight at most
+	gap      uint64 // wait after each completion before the next launch
+	id       int
+	inflight int
+	nextAt   uint64 // when it wants to launch again (gap)
+	busy     uint64 // engine time its kernels got, in the window
+	lat      []uint64
+	launched []uint64 // launch times of its kernels in flight, FIFO
+	holding  bool
+}
+
+type vkernel struct {
+	t          *vtenant
+	start, end uint64
+}
+
+/*
+ * engineRun drives the core as the no-module gate does, in virtual time
+ * (2 us steps), against a first-come, non-preemptive engine: an owner
+ * launches while it may run, holds the card from its first launch, and
+ * releases it once its last kernel completed (the fence); a waiting
+ * high-priority tenant preempts. It returns each tenant's share of the
+ * engine time after warm-up.
+ */
+func engineRun(t *testing.T, policy Policy, ts []*vtenant, dur uint64) []float64 {
+	t.Helper()
+	c := newCard(t, policy, 20)
+	for _, v := range ts {
+		id, err := c.AddVGPU(v.quota, v.high)
+		require.NoError(t, err)
+		v.id = id
+		require.NoError(t, c.SetProcs(id, 1))
+	}
+	const step = 2000 // ns
+	warm := dur / 5
+	var queue []vkernel
+	var engineFree uint64
+	for now := uint64(0); now < dur; now += step {
+		// Kernels that completed.
+		for len(queue) > 0 && queue[0].end <= now {
+			k := queue[0]
+			queue = queue[1:]
+			k.t.inflight--
+			if k.end > warm {
+				from := max(k.start, warm)
+				k.t.busy += k.end - from
+			}
+			k.t.lat = append(k.t.lat, k.end-k.t.launched[0])
+			k.t.launched = k.t.launched[1:]
+			k.t.nextAt = k.end + k.t.gap
+		}
+		for _, v := range ts {
+			waiting := v.inflight < v.depth && now >= v.nextAt
+			require.NoError(t, c.NoteWork(v.id, now, waiting || v.holding))
+		}
+		c.Preempt(now)
+		c.Tick(now)
+		for _, v := range ts {
+			// The fence: the slice is over and its work has run.
+			if v.holding && !c.MayRun(v.id, now) && v.inflight == 0 {
+				v.holding = false
+				waiting := now >= v.nextAt
+				require.NoError(t, c.NoteWork(v.id, now, waiting))
+				c.Release(v.id, now)
+			}
+		}
+		for _, v := range ts {
+			for c.MayRun(v.id, now) && v.inflight < v.depth && now >= v.nextAt {
+				if !v.holding {
+					v.holding = true
+					require.NoError(t, c.Hold(v.id, true))
+				}
+				start := max(engineFree, now)
+				engineFree = start + v.kernel
+				queue = append(queue, vkernel{t: v, start: start, end: engineFree})
+				v.inflight++
+				v.launched = append(v.launched, now)
+			}
+		}
+	}
+	var total uint64
+	for _, v := range ts {
+		total += v.busy
+	}
+	shares := make([]float64, len(ts))
+	for i, v := range ts {
+		shares[i] = 100 * float64(v.busy) / float64(total)
+	}
+	return shares
+}
+
+// The shares hold whatever the kernels look like: each tenant is charged
+// the engine time its queued work took, not the slices it was granted.
+func TestEngineSharesAnyKernelShape(t *testing.T) {
+	us := ms / 1000
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		ts     []*vtenant
+		want   []float64
+	}{
+		{"one shape per tenant", WeightedPreemptive, []*vtenant{
+			{quota: 5, kernel: 50 * us, depth: 2},
+			{quota: 5, kernel: ms, depth: 2},
+			{quota: 10, kernel: 20 * ms, depth: 2},
+		}, []float64{25, 25, 50}},
+		{"long kernels on the small quota", WeightedPreemptive, []*vtenant{
+			{quota: 5, kernel: 20 * ms, depth: 2},
+			{quota: 5, kernel: 50 * us, depth: 2},
+			{quota: 10, kernel: ms, depth: 2},
+		}, []float64{25, 25, 50}},
+		{"64 in flight", WeightedPreemptive, []*vtenant{
+			{quota: 5, kernel: ms, depth: 64},
+			{quota: 5, kernel: ms, depth: 64},
+			{quota: 10, kernel: ms, depth: 64},
+		}, []float64{25, 25, 50}},
+		{"fixed 30/70, mixed", Fixed, []*vtenant{
+			{quota: 30, kernel: 20 * ms, depth: 1},
+			{quota: 70, kernel: 100 * us, depth: 8},
+		}, []float64{30, 70}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shares := engineRun(t, tc.policy, tc.ts, 3000*ms)
+			for i, s := range shares {
+				assert.InDelta(t, tc.want[i], s, 3, "tenant %d: shares %.1f", i, shares)
+			}
+			t.Logf("shares %.1f", shares)
+		})
+	}
+}
+
+// A high-priority tenant waits for what the low-priority owner has in
+// flight, not for the rest of its slice.
+func TestEnginePreemptionLatency(t *testing.T) {
+	us := ms / 1000
+	hp := &vtenant{quota: 10, high: true, kernel: 200 * us, depth: 1, gap: 2 * ms}
+	lp := &vtenant{quota: 50, kernel: ms, depth: 2}
+	engineRun(t, WeightedPreemptive, []*vtenant{lp, hp}, 2000*ms)
+	require.NotEmpty(t, hp.lat)
+	worst := uint64(0)
+	for _, l := range hp.lat {
+		worst = max(worst, l)
+	}
+	// Its own kernel, the neighbour's two in flight, a step each.
+	assert.LessOrEqual(t, worst, 200*us+2*ms+20*us, "worst %d us", worst/us)
+	assert.Positive(t, lp.busy, "the neighbour still runs")
+}
