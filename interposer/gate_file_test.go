@@ -152,10 +152,13 @@ func TestFileGateWeightedWeakIdle(t *testing.T) {
 	idle := m.container(tenantSpec{"c", "10"}).start("tenant", "0", tenantKernel, tenantDepth, "1", "hold")
 	idle.await("held", 30*time.Second)
 	specs := []tenantSpec{{"a", "5"}, {"b", "5"}}
-	rs := finish(t, startTenants(m, tenantSeconds, specs...))
+	ps := startTenants(m, tenantSeconds, specs...)
+	// While they run: an exited tenant's vGPU leaves the file.
+	time.Sleep(2 * time.Second)
+	info := m.ok("schedinfo", filepath.Join(m.dir, "sched", "card0.sched")).stdout
+	rs := finish(t, ps)
 	checkShares(t, specs, rs, []float64{50, 50})
 	slices := map[string]uint64{}
-	info := m.ok("schedinfo", filepath.Join(m.dir, "sched", "card0.sched")).stdout
 	for _, l := range strings.Split(info, "\n") {
 		if !strings.HasPrefix(l, "vgpu ") {
 			continue

@@ -46,6 +46,7 @@
  * slice and on the slow path.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -59,8 +60,6 @@ int gs_gate_mode;
 
 /* A fence that returned sooner found nothing of ours still running. */
 #define GS_FENCE_WAITED_NS 100000ULL
-/* The most spill owed to later slices (no module). */
-#define GS_DEBT_MAX_NS 20000000ULL
 /* Refusals of one card logged at most once a second. */
 #define GS_REFUSAL_LOG_NS 1000000000ULL
 
@@ -93,12 +92,15 @@ static void gate_after_fork_child(void)
 		struct gs_gate_card *g = gated[i];
 
 		pthread_mutex_init(&g->lock, NULL);
+		pthread_cond_init(&g->fence_cv, NULL);
 		g->seen_end = 0;
 		g->acq_end = 0;
 		g->first_ns = 0;
 		g->busy_ns = 0;
 		g->active = false;
-		g->debt_ns = 0;
+		g->nctx = 0;
+		g->ctx[0] = NULL;
+		g->fencer = false;	/* threads do not survive a fork */
 		if (g->sf)
 			gs_sf_after_fork_child(g->sf);
 	}
@@ -169,6 +171,7 @@ static int resolve_file_card(struct gs_card *c)
 		return GS_GATE_CARD_UNGATED;
 	}
 	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->fence_cv, NULL);
 	g->sf = sf;
 	g->id = info.id;
 	g->page = gs_sf_page(sf);
@@ -333,13 +336,27 @@ static bool may_run(const struct gs_gate_card *g, int32_t owner,
 	return owner == __atomic_load_n(&g->id, __ATOMIC_RELAXED) && now < end;
 }
 
+/* The fence will wait for ctx too; the card's lock held. */
+static void note_ctx_locked(struct gs_gate_card *g, CUcontext ctx)
+{
+	for (int i = 0; i < g->nctx; i++)
+		if (g->ctx[i] == ctx)
+			return;
+	if (!ctx || g->nctx == GS_GATE_FENCE_CTXS)
+		return;	/* more: the fence waits for the current one only */
+	g->ctx[g->nctx++] = ctx;
+	if (g->nctx == 1)
+		__atomic_store_n(&g->ctx[0], ctx, __ATOMIC_RELAXED);
+}
+
 /*
- * A launch in the slice ending at end, at now; the card's lock held.
- * Closes the span of an earlier slice of ours that ended without a fence
- * (the process went on in its next slice without waiting in between).
+ * A launch in the slice ending at end, at now, from context ctx; the
+ * card's lock held. Closes the span of an earlier slice of ours that
+ * ended without a fence (the process went on in its next slice without
+ * waiting in between). The first launch since a fence wakes the fencer.
  */
 static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
-				   uint64_t now)
+				   uint64_t now, CUcontext ctx)
 {
 	if (g->seen_end != end) {
 		if (g->first_ns) {
@@ -353,17 +370,78 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
 	}
 	if (!g->first_ns)
 		g->first_ns = now;
+	note_ctx_locked(g, ctx);
+	if (!g->active && g->fencer)
+		pthread_cond_signal(&g->fence_cv);
 	g->active = true;
 }
 
-/* The first launch of a slice this process did not have to acquire. */
+/*
+ * A launch in a slice of ours we did not acquire (the page says it is
+ * ours); the card's lock held. No module: we hold the card in it as if
+ * we had acquired it, so that its end waits for our fence.
+ */
+static void launch_in_found_slice_locked(struct gs_gate_card *g, uint64_t end,
+					 uint64_t now, CUcontext ctx)
+{
+	if (g->sf && __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) != end)
+		gs_sf_hold(g->sf);
+	launch_in_slice_locked(g, end, now, ctx);
+}
+
+/*
+ * The first launch of a slice this process did not have to acquire, or
+ * the first from another context.
+ */
 static CUresult slice_begins(struct gs_gate_card *g, uint64_t end,
-			     uint64_t now)
+			     uint64_t now, CUcontext ctx)
 {
 	pthread_mutex_lock(&g->lock);
-	launch_in_slice_locked(g, end, now);
+	launch_in_found_slice_locked(g, end, now, ctx);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
+}
+
+/*
+ * Waits for what the process queued since the last fence: each context
+ * it launched in, made current on this thread for the while (push/pop
+ * leave the thread's own stack as it was).
+ */
+static void fence_locked(struct gs_gate_card *g)
+{
+	CUcontext out;
+
+	if (!g->nctx || !gs_real.cuCtxPushCurrent_v2 ||
+	    !gs_real.cuCtxPopCurrent_v2) {
+		if (gs_real.cuCtxSynchronize)
+			gs_real.cuCtxSynchronize();
+		return;
+	}
+	for (int i = 0; i < g->nctx; i++) {
+		if (gs_real.cuCtxPushCurrent_v2(g->ctx[i]) != CUDA_SUCCESS)
+			continue;
+		gs_real.cuCtxSynchronize();	/* its error: the app's */
+		gs_real.cuCtxPopCurrent_v2(&out);
+	}
+}
+
+void gs_gate_forget_ctx(CUcontext ctx)
+{
+	for (int i = 0; i < ngated; i++) {
+		struct gs_gate_card *g = gated[i];
+
+		/* Waits for a fence of ctx in progress to end. */
+		pthread_mutex_lock(&g->lock);
+		for (int j = 0; j < g->nctx; j++) {
+			if (g->ctx[j] != ctx)
+				continue;
+			g->ctx[j] = g->ctx[--g->nctx];
+			break;
+		}
+		__atomic_store_n(&g->ctx[0], g->nctx ? g->ctx[0] : NULL,
+				 __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&g->lock);
+	}
 }
 
 /*
@@ -375,8 +453,7 @@ static void fence_and_release_locked(struct gs_gate_card *g, int fd)
 	struct gpuslice_release rel = { .flags = GPUSLICE_RELEASE_IDLE };
 	uint64_t t0 = now_ns(), t1, busy = g->busy_ns;
 
-	if (gs_real.cuCtxSynchronize)
-		gs_real.cuCtxSynchronize();	/* its error is the launch's */
+	fence_locked(g);
 	t1 = now_ns();
 	if (g->first_ns) {
 		uint64_t stop = t1 - t0 >= GS_FENCE_WAITED_NS ? t1 :
@@ -386,15 +463,9 @@ static void fence_and_release_locked(struct gs_gate_card *g, int fd)
 			busy += stop - g->first_ns;
 	}
 	rel.busy_ns = busy;
-	/* No module: the spill past our slice is owed to our next slices. */
-	if (g->sf && t1 - t0 >= GS_FENCE_WAITED_NS && g->seen_end &&
-	    t1 > g->seen_end) {
-		g->debt_ns += t1 - g->seen_end;
-		if (g->debt_ns > GS_DEBT_MAX_NS)
-			g->debt_ns = GS_DEBT_MAX_NS;
-	}
 	if (g->sf) {
-		gs_sf_release(g->sf);	/* the busy time: not kept yet */
+		/* The card waits for this (the drain) before passing on. */
+		gs_sf_release(g->sf, busy);
 	} else if (fd >= 0) {
 		rel.card = (__u32)g->kc->card;
 		ioctl(fd, GPUSLICE_IOC_RELEASE, &rel);
@@ -402,29 +473,72 @@ static void fence_and_release_locked(struct gs_gate_card *g, int fd)
 	g->busy_ns = 0;
 	g->first_ns = 0;
 	g->active = false;
+	g->nctx = 0;
+	__atomic_store_n(&g->ctx[0], NULL, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->seen_end, 0, __ATOMIC_RELEASE);
 }
 
-static void sleep_until(uint64_t t)
+/*
+ * No module: the fencer. A thread per gated card that, once the process
+ * launched in a slice, sleeps until the slice ends (or the page changes:
+ * a high-priority neighbour cut it short), then fences and releases, so
+ * that the card, which waits for our drain, passes on as soon as our
+ * work has run, whether the application launches again or not. The
+ * slow path still fences first when it gets there first.
+ */
+static void *fencer_main(void *arg)
 {
-	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ULL),
-			       .tv_nsec = (long)(t % 1000000000ULL) };
+	struct gs_gate_card *g = arg;
+	int32_t owner;
+	uint64_t end;
+	uint32_t seq;
 
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-	       EINTR)
-		;
+	pthread_mutex_lock(&g->lock);
+	for (;;) {
+		while (!g->active)
+			pthread_cond_wait(&g->fence_cv, &g->lock);
+		seq = __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE);
+		if (!read_slice(g, &owner, &end) ||
+		    !may_run(g, owner, end, now_ns())) {
+			fence_and_release_locked(g, -1);
+			continue;
+		}
+		pthread_mutex_unlock(&g->lock);
+		gs_sf_page_wait(g->page, seq & ~1u, end);
+		pthread_mutex_lock(&g->lock);
+	}
+	return NULL;
+}
+
+/* Starts the card's fencer, its signals blocked; the card's lock held. */
+static void start_fencer_locked(struct gs_card *c)
+{
+	struct gs_gate_card *g = &c->gate;
+	sigset_t all, old;
+	pthread_t t;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&t, NULL, fencer_main, g);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	g->fencer = true;	/* tried: once per process */
+	if (err) {
+		gs_warn("card %d: no fencer thread (%s): slices end when this process launches again",
+			c->index, strerror(err));
+		return;
+	}
+	pthread_detach(t);
 }
 
 /*
- * The slow path over the schedule file (no module). As the module's, with
- * one addition: the time the fence found our work still running past our
- * slice's end (the spill into the next owner's slice) is a debt, paid at
- * the start of our next slices before we launch in them (counted from
- * the slice's start: the time it took us to wake pays too), so that a
- * tenant's share is its slices, spill included (at most GS_DEBT_MAX_NS
- * owed).
+ * The slow path over the schedule file (no module): fence and release
+ * what an earlier slice left (the fencer usually did), then acquire. What
+ * our work ran past a slice's end is the core's business (the drain and
+ * the vGPU's debt, kmod/core), not ours.
  */
-static CUresult slow_path_file(struct gs_card *c, const char *what)
+static CUresult slow_path_file(struct gs_card *c, const char *what,
+			       CUcontext ctx)
 {
 	struct gs_gate_card *g = &c->gate;
 	int32_t owner, id;
@@ -434,46 +548,28 @@ static CUresult slow_path_file(struct gs_card *c, const char *what)
 	pthread_mutex_lock(&g->lock);
 	if (read_slice(g, &owner, &end) &&
 	    may_run(g, owner, end, now = now_ns())) {
-		launch_in_slice_locked(g, end, now);
+		launch_in_found_slice_locked(g, end, now, ctx);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
 	if (g->active)
 		fence_and_release_locked(g, -1);
-	for (;;) {
-		err = gs_sf_acquire(g->sf, &id, &start, &end);
-		if (err) {
-			pthread_mutex_unlock(&g->lock);
-			return refuse(c, what, strerror(-err));
-		}
-		if (!g->debt_ns)
-			break;
-		/*
-		 * What our last slice spilled into the next ones is paid
-		 * out of this one, counted from its start (the time we took
-		 * to get here pays too): launch once it is paid, and let the
-		 * slice go if it pays no more than that.
-		 */
-		if (start + g->debt_ns >= end) {
-			g->debt_ns -= end - start;
-			sleep_until(end);
-			continue;
-		}
-		now = now_ns();
-		if (now < start + g->debt_ns)
-			sleep_until(start + g->debt_ns);
-		g->debt_ns = 0;
-		break;
+	err = gs_sf_acquire(g->sf, &id, &start, &end);
+	if (err) {
+		pthread_mutex_unlock(&g->lock);
+		return refuse(c, what, strerror(-err));
 	}
+	if (!g->fencer)
+		start_fencer_locked(c);
 	/* A recovered file may have renumbered the vGPUs. */
 	__atomic_store_n(&g->id, id, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->acq_end, end, __ATOMIC_RELEASE);
-	launch_in_slice_locked(g, end, now_ns());
+	launch_in_slice_locked(g, end, now_ns(), ctx);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
 }
 
-static CUresult slow_path(struct gs_card *c, const char *what)
+static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 {
 	struct gs_gate_card *g = &c->gate;
 	struct gpuslice_acquire a;
@@ -485,7 +581,7 @@ static CUresult slow_path(struct gs_card *c, const char *what)
 	/* Another thread may have acquired the slice meanwhile. */
 	if (read_slice(g, &owner, &end) &&
 	    may_run(g, owner, end, now = now_ns())) {
-		launch_in_slice_locked(g, end, now);
+		launch_in_slice_locked(g, end, now, ctx);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
@@ -512,7 +608,7 @@ static CUresult slow_path(struct gs_card *c, const char *what)
 	 * The kernel granted the slice: launch in it however little of it is
 	 * left, or a slow process would never launch at all.
 	 */
-	launch_in_slice_locked(g, a.slice_end_ns, now_ns());
+	launch_in_slice_locked(g, a.slice_end_ns, now_ns(), ctx);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
 }
@@ -554,12 +650,15 @@ CUresult gs_gate_launch(const char *what)
 	    may_run(g, owner, end, now = now_ns())) {
 		if (__builtin_expect(
 			    __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) ==
-				    end,
+					    end &&
+				    __atomic_load_n(&g->ctx[0],
+						    __ATOMIC_RELAXED) == ctx,
 			    1))
 			return CUDA_SUCCESS;
-		return slice_begins(g, end, now);
+		return slice_begins(g, end, now, ctx);
 	}
-	return g->sf ? slow_path_file(c, what) : slow_path(c, what);
+	return g->sf ? slow_path_file(c, what, ctx) :
+		       slow_path(c, what, ctx);
 }
 
 /*

@@ -23,9 +23,18 @@
  *
  * Time. There is no timer: gs_sf_acquire advances the core (gs_tick) to
  * now, publishes the page and, when the slice is not its vGPU's, sleeps
- * until the slice's end (clock_nanosleep, TIMER_ABSTIME) and looks again.
- * Slices stay on their grid whoever comes late: a late tick never shifts
- * the boundaries, it only loses the late part of the slice.
+ * until the page changes or the next change is due (gs_next_change), and
+ * looks again. Every change of the page wakes its sleepers: a futex on
+ * the page's sequence count, shared through the file's mapping. A late
+ * tick does not shift the boundaries, it only loses the late part of the
+ * slice; a drain does (below).
+ *
+ * Draining. A granted process holds its vGPU (gs_vgpu_hold) until its
+ * fence says what it queued has run (gs_sf_release, from the gate's
+ * fencer thread at the slice's end). Until then the core keeps the card
+ * (at most GS_DRAIN_MAX_NS), so that the next owner's slice starts on an
+ * empty engine, whole; the overrun is the vGPU's debt (kmod/core).
+ * A dead process's hold ends with its slot.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -38,10 +47,18 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
 
 #include "sched_file_int.h"
+
+static long sf_futex(const uint32_t *word, int op, uint32_t val,
+		     const struct timespec *ts)
+{
+	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
 
 /* ---- the page ---- */
 
@@ -71,6 +88,22 @@ void gs_sf_publish(struct gs_sf_header *h)
 	__atomic_store_n(&p->mode, GPUSLICE_MODE_COMPUTE, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->handovers, c->handovers, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->seq, seq + 2, __ATOMIC_RELEASE);
+	/* Shared (not FUTEX_PRIVATE): the sleepers are other processes. */
+	sf_futex(&p->seq, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void gs_sf_page_wait(const struct gpuslice_sched_page *p, uint32_t seq,
+		     uint64_t deadline)
+{
+	uint64_t now = mono();
+	struct timespec ts;
+
+	if (deadline <= now)
+		return;
+	ts.tv_sec = (time_t)((deadline - now) / 1000000000ull);
+	ts.tv_nsec = (long)((deadline - now) % 1000000000ull);
+	/* EAGAIN (changed already), EINTR, ETIMEDOUT: the caller looks again. */
+	sf_futex(&p->seq, FUTEX_WAIT, seq, &ts);
 }
 
 /* ---- activity (all under the mutex) ---- */
@@ -118,6 +151,30 @@ static void sf_expire(struct gs_sf_header *h, uint64_t now)
 	}
 }
 
+/* Does a process of entry v still hold the card for its drain? */
+static bool sf_holders(const struct gs_sf_header *h, int v)
+{
+	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++)
+		if (h->slot[i].state == GS_SF_USED && h->slot[i].vgpu == v &&
+		    h->slot[i].holding)
+			return true;
+	return false;
+}
+
+/*
+ * Slot s stops holding at now: the last holder of its vGPU ends the
+ * vGPU's drain, and the card passes on when the slice was over.
+ */
+static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
+		      uint64_t now)
+{
+	if (!s->holding)
+		return;
+	s->holding = 0;
+	if (sf_entry_ok(h, s->vgpu) && !sf_holders(h, s->vgpu))
+		gs_release(&h->core, h->vgpu[s->vgpu].core_id, now);
+}
+
 /* One process fewer for entry v; the last one takes the vGPU away. */
 static void sf_entry_put(struct gs_sf_header *h, int v)
 {
@@ -144,13 +201,14 @@ static void sf_slot_free(struct gs_sf_header *h, int i, uint64_t now)
 	int v = s->vgpu;
 	bool busy = s->pending || s->waiting;
 
-	s->state = 0;
 	s->pending = 0;
 	s->waiting = 0;
-	s->vgpu = -1;
-	sf_entry_put(h, v);
 	if (busy)
 		sf_note(h, v, now);
+	sf_unhold(h, s, now);
+	s->state = 0;
+	s->vgpu = -1;
+	sf_entry_put(h, v);
 }
 
 /*
@@ -183,6 +241,8 @@ static void sf_recover(struct gs_sf_header *h)
 	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++) {
 		struct gs_sf_slot *s = &h->slot[i];
 
+		/* The core starts afresh: nobody holds it. */
+		s->holding = 0;
 		if (s->state != GS_SF_USED)
 			continue;
 		if (sf_entry_ok(h, s->vgpu))
@@ -496,8 +556,8 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 		  uint64_t *end)
 {
 	struct gs_sf_header *h = sf->h;
-	struct timespec ts;
 	uint64_t now, wake;
+	uint32_t seq;
 	int err;
 
 	for (;;) {
@@ -518,40 +578,76 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 		}
 		*id = h->vgpu[sf->vgpu].core_id;
 		sf_expire(h, now);
+		/* A high-priority vGPU waiting ends a low-priority slice. */
+		gs_preempt(&h->core, now);
 		gs_tick(&h->core, now);
 		gs_sf_publish(h);
 		wake = gs_slice_end(&h->core);
 		if (gs_owner(&h->core) == *id && now < wake) {
-			/* Granted: pending until the fence says drained. */
+			/* Granted: pending and holding until the fence. */
 			h->slot[sf->slot].waiting = 0;
 			h->slot[sf->slot].pending = 1;
+			h->slot[sf->slot].holding = 1;
 			h->slot[sf->slot].grant_end = wake;
+			gs_vgpu_hold(&h->core, *id, true);
 			sf_note(h, sf->vgpu, now);
 			*start = h->core.slice_start;
 			*end = wake;
 			sf_unlock(h);
 			return 0;
 		}
+		wake = gs_next_change(&h->core);
+		seq = __atomic_load_n(&h->pub.page.seq, __ATOMIC_ACQUIRE);
 		sf_unlock(h);
 		if (wake <= now)	/* cannot happen: the core moved on */
 			wake = now + 1000000;
-		ts.tv_sec = (time_t)(wake / 1000000000ull);
-		ts.tv_nsec = (long)(wake % 1000000000ull);
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts,
-				       NULL) == EINTR)
-			;
+		gs_sf_page_wait(&h->pub.page, seq, wake);
 	}
 }
 
-void gs_sf_release(struct gs_sf *sf)
+void gs_sf_hold(struct gs_sf *sf)
 {
 	struct gs_sf_header *h = sf->h;
+	struct gs_sf_slot *s;
+	uint64_t now;
+	int id;
 
 	if (sf_lock(h))
 		return;
-	if (sf_registered(sf) && h->slot[sf->slot].pending) {
-		h->slot[sf->slot].pending = 0;
-		sf_note(h, sf->vgpu, mono());
+	now = mono();
+	if (sf_registered(sf)) {
+		s = &h->slot[sf->slot];
+		id = h->vgpu[sf->vgpu].core_id;
+		if (gs_may_run(&h->core, id, now)) {
+			s->pending = 1;
+			s->holding = 1;
+			s->grant_end = gs_slice_end(&h->core);
+			gs_vgpu_hold(&h->core, id, true);
+			sf_note(h, sf->vgpu, now);
+		}
+	}
+	sf_unlock(h);
+}
+
+void gs_sf_release(struct gs_sf *sf, uint64_t busy_ns)
+{
+	struct gs_sf_header *h = sf->h;
+	struct gs_sf_slot *s;
+	uint64_t now;
+
+	if (sf_lock(h))
+		return;
+	now = mono();
+	if (sf_registered(sf)) {
+		s = &h->slot[sf->slot];
+		h->vgpu[sf->vgpu].busy_ns += busy_ns;
+		if (s->pending) {
+			s->pending = 0;
+			sf_note(h, sf->vgpu, now);
+		}
+		/* Our work ran: the card passes on now if it waited for us. */
+		sf_unhold(h, s, now);
+		gs_sf_publish(h);
 	}
 	sf_unlock(h);
 }

@@ -57,8 +57,27 @@ const struct gpuslice_sched_page *gs_sf_page(const struct gs_sf *sf);
 int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 		  uint64_t *end);
 
-/* The queue drained (the fence): not pending any more. */
-void gs_sf_release(struct gs_sf *sf);
+/*
+ * The process launches in a slice of its vGPU that it did not acquire (a
+ * neighbour's acquire or its own release began it): it holds the card in
+ * it, as after gs_sf_acquire, so that the slice's end waits for its fence.
+ */
+void gs_sf_hold(struct gs_sf *sf);
+
+/*
+ * The queue drained (the fence) at now: not pending nor holding any more;
+ * busy_ns is the slice's busy time, added to the vGPU's. When that ends
+ * the drain of the vGPU's slice the card passes on at once.
+ */
+void gs_sf_release(struct gs_sf *sf, uint64_t busy_ns);
+
+/*
+ * Sleeps until the schedule page changes from seq or until deadline
+ * (CLOCK_MONOTONIC ns), whichever comes first: every change to the page
+ * wakes its sleepers (a futex on the shared page's sequence count).
+ */
+void gs_sf_page_wait(const struct gpuslice_sched_page *p, uint32_t seq,
+		     uint64_t deadline);
 
 /* In a forked child: the parent's slot is not the child's. */
 void gs_sf_after_fork_child(struct gs_sf *sf);

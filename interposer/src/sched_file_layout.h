@@ -27,7 +27,7 @@
 #include "gs_sched.h"
 
 #define GS_SF_MAGIC		"gssched\0"	/* 8 bytes */
-#define GS_SF_VERSION		1u
+#define GS_SF_VERSION		2u
 #define GS_SF_NVGPUS		GS_MAX_VGPUS
 #define GS_SF_NSLOTS		256u
 #define GS_SF_KEY_LEN		128u		/* a container id is 64 */
@@ -54,6 +54,7 @@ struct gs_sf_vgpu {
 	uint32_t nprocs;		/* live slots naming this entry */
 	uint32_t pad;
 	uint64_t created_ns;		/* CLOCK_MONOTONIC, informational */
+	uint64_t busy_ns;		/* busy time its processes reported */
 	char key[GS_SF_KEY_LEN];	/* GPUSLICE_VGPU, NUL-terminated */
 };
 
@@ -66,7 +67,8 @@ struct gs_sf_slot {
 	uint32_t pending;		/* granted a slice, not yet released
 					 * and the slice not over */
 	uint32_t waiting;		/* threads waiting for a slice */
-	uint32_t pad0;
+	uint32_t holding;		/* granted; its fence has not said
+					 * the work drained (the card waits) */
 	uint64_t grant_end;		/* the granted slice's end */
 	uint64_t pad1[3];
 };

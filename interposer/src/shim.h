@@ -111,6 +111,8 @@ struct gs_sf;
  * from what the kernel module's ATTACH answered; the rest is the state of
  * the slices this process launches in.
  */
+#define GS_GATE_FENCE_CTXS 4
+
 struct gs_gate_card {
 	int state;		/* GS_GATE_CARD_*, atomic */
 	int32_t id;		/* atomic: the vGPU, as the schedule page names it */
@@ -123,8 +125,13 @@ struct gs_gate_card {
 	uint64_t first_ns;	/* first launch in seen_end's slice, 0 none */
 	uint64_t busy_ns;	/* earlier slices' busy time, not yet reported */
 	bool active;		/* launched or acquired since the last RELEASE */
-	uint64_t debt_ns;	/* no module: spill owed to the next slices */
 	uint64_t last_log;	/* atomic: the last refusal logged */
+	/* The contexts launched in since the last fence: what it waits for. */
+	CUcontext ctx[GS_GATE_FENCE_CTXS];	/* ctx[0] atomic */
+	int nctx;
+	/* No module: the thread that fences at the slice's end. */
+	pthread_cond_t fence_cv;	/* signalled when active turns on */
+	bool fencer;			/* started in this process */
 };
 
 /* A card of this container: its cap, its ledger and its compute gate. */
@@ -142,6 +149,8 @@ struct gs_card {
 struct gs_card *gs_card_for_device(CUdevice dev);
 /* The card behind an NVML device handle. */
 struct gs_card *gs_card_for_nvml(nvmlDevice_t dev);
+/* Context ctx is going away: the gate's fences stop waiting for it. */
+void gs_gate_forget_ctx(CUcontext ctx);
 /* The card of the calling thread's current context, and the context. */
 struct gs_card *gs_current_card(CUcontext *ctx);
 /* The card's ledger, opened (and, in module mode, attached) on first use. */

@@ -38,10 +38,16 @@ int cmd_schedinfo(int argc, char **argv)
 
 		if (e->state != GS_SF_USED)
 			continue;
-		printf("vgpu key=%.*s quota=%u nprocs=%u slices=%llu\n",
+		const struct gs_vgpu *cv = e->core_id >= 0 &&
+			e->core_id < GS_MAX_VGPUS ? &h->core.vgpu[e->core_id] :
+			NULL;
+
+		printf("vgpu key=%.*s quota=%u nprocs=%u slices=%llu overrun_ns=%llu debt_ns=%llu busy_ns=%llu\n",
 		       (int)GS_SF_KEY_LEN, e->key, e->quota, e->nprocs,
-		       e->core_id >= 0 && e->core_id < GS_MAX_VGPUS ?
-		       (unsigned long long)h->core.vgpu[e->core_id].slices : 0ULL);
+		       cv ? (unsigned long long)cv->slices : 0ULL,
+		       cv ? (unsigned long long)cv->overrun_ns : 0ULL,
+		       cv ? (unsigned long long)cv->debt_ns : 0ULL,
+		       (unsigned long long)e->busy_ns);
 	}
 	munmap((void *)h, GS_SF_SIZE);
 	return 0;

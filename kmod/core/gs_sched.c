@@ -452,8 +452,12 @@ static int gs_pick(struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 			return GS_OWNER_NONE;
 		}
 		if (u == GS_UNIT_SHARED) {
+			id = gs_next_shared(c, now, shared_rr);
+			/* The quota-0 vGPUs pay their debts in shared units. */
+			if (id >= 0 && gs_pays_debt(c, id, now, commit))
+				continue;
 			*pos = p;
-			return gs_next_shared(c, now, shared_rr);
+			return id;
 		}
 		if (skip_idle && !gs_active(&c->vgpu[u], now, c->cfg.reclaim_ns))
 			continue;

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "6bd339a545910f3cbf8a01ef62a24bc6303fc13e3cbbc6fa0c2c9473f5a63290"
+const cSourcesHash = "9ca0a5d0952c4f884ea4b62540ba2ec3ab778305af0bd1afe95ef438aab8f566"

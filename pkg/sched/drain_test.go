@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Two busy vGPUs of policy 4, 50/50, the first slice A's.
-func drainPair(t *testing.T) (c *Card, a, b int) {
+// Two busy vGPUs, 50/50, the first slice A's.
+func drainPair(t *testing.T, policy Policy) (c *Card, a, b int) {
 	t.Helper()
-	c = newCard(t, WeightedPreemptive, 20)
+	c = newCard(t, policy, 20)
 	a, err := c.AddVGPU(50, false)
 	require.NoError(t, err)
 	b, err = c.AddVGPU(50, false)
@@ -23,7 +23,7 @@ func drainPair(t *testing.T) (c *Card, a, b int) {
 }
 
 func TestDrainWaitsForTheHolder(t *testing.T) {
-	c, a, b := drainPair(t)
+	c, a, b := drainPair(t, WeightedPreemptive)
 	require.NoError(t, c.Hold(a, true))
 	end := c.SliceEnd()
 
@@ -43,7 +43,7 @@ func TestDrainWaitsForTheHolder(t *testing.T) {
 }
 
 func TestDrainIsBounded(t *testing.T) {
-	c, a, b := drainPair(t)
+	c, a, b := drainPair(t, WeightedPreemptive)
 	require.NoError(t, c.Hold(a, true))
 	end := c.SliceEnd()
 	assert.Equal(t, a, c.Tick(end+DrainMax-1))
@@ -57,7 +57,7 @@ func TestDrainIsBounded(t *testing.T) {
 }
 
 func TestReleaseInItsSliceOwesNothing(t *testing.T) {
-	c, a, _ := drainPair(t)
+	c, a, _ := drainPair(t, WeightedPreemptive)
 	require.NoError(t, c.Hold(a, true))
 	assert.False(t, c.Release(a, ms))
 	owed, _ := c.Debt(a)
@@ -69,14 +69,16 @@ func TestReleaseInItsSliceOwesNothing(t *testing.T) {
 func TestDebtSkipsUnits(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
+		policy    Policy
 		bActivity activity
 		wantSkip  bool
 	}{
-		{"the other vGPU waits: A's units go to it", busy, true},
-		{"nobody else: work-conserving policy 4 forgives", stale, false},
+		{"the other vGPU waits: A's units go to it", WeightedPreemptive, busy, true},
+		{"fixed: A's units pass, the card idles in the free ones", Fixed, noProc, true},
+		{"nobody else: work-conserving policy 6 forgives", WeightedWeak, noProc, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, a, b := drainPair(t)
+			c, a, b := drainPair(t, tc.policy)
 			setAct(t, c, b, tc.bActivity, 0)
 			slice := uint64(c.Config().Slice)
 			require.NoError(t, c.Hold(a, true))
@@ -90,9 +92,9 @@ func TestDebtSkipsUnits(t *testing.T) {
 				owners[c.Tick(now)]++
 			}
 			if tc.wantSkip {
-				// B, then A's next unit is paid (skipped), B, A's
-				// second is paid, ... : B five slices of six.
-				assert.Equal(t, 4, owners[b], "owners %v", owners)
+				// B's unit, A's paid (it takes no time), B's, A's
+				// paid, B's, and A's own with half a slice still owed.
+				assert.Equal(t, 1, owners[a], "owners %v", owners)
 				owed, _ := c.Debt(a)
 				assert.Equal(t, slice/2, owed, "what is left under a slice waits")
 			} else {
@@ -262,6 +264,15 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 			{quota: 5, kernel: ms, depth: 64},
 			{quota: 10, kernel: ms, depth: 64},
 		}, []float64{25, 25, 50}},
+		{"hybrid 30 + two quota-0", Hybrid, []*vtenant{
+			{quota: 30, kernel: ms, depth: 2},
+			{quota: 0, kernel: ms, depth: 2},
+			{quota: 0, kernel: 20 * ms, depth: 1},
+		}, []float64{30, 35, 35}},
+		{"fixed 30/70", Fixed, []*vtenant{
+			{quota: 30, kernel: ms, depth: 2},
+			{quota: 70, kernel: ms, depth: 2},
+		}, []float64{30, 70}},
 		{"fixed 30/70, mixed", Fixed, []*vtenant{
 			{quota: 30, kernel: 20 * ms, depth: 1},
 			{quota: 70, kernel: 100 * us, depth: 8},
