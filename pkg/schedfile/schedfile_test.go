@@ -1,0 +1,129 @@
+package schedfile
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuslice/gpuslice/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if err := testenv.BuildC(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// holder starts a gated tenant of container key that launches once and
+// keeps its context, and waits until it has.
+func holder(t *testing.T, dir, key, quota string) {
+	t.Helper()
+	cmd := exec.Command(testenv.Bin("gstest"), "tenant", "0", "1000", "1", "1", "hold")
+	cmd.Env = append(testenv.SimEnv(filepath.Join(dir, "sim.state"), 4096),
+		"LD_PRELOAD="+testenv.Shim(), "GPUSLICE_ENFORCE=file", "GPU_POLICY=1",
+		"GPU_IDX=0", "GPU_CONTAINER_MEM=512", "GPUSLICE_CONTEXT_MIB=4",
+		"GPUSLICE_SCHED_DIR="+filepath.Join(dir, "sched"),
+		"GPUSLICE_LEDGER_DIR="+filepath.Join(dir, "ledger-"+key),
+		"GPUSLICE_VGPU="+key, "GPU_CONTAINER_QUOTA_PERCENT="+quota)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	})
+	held := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "held" {
+				held <- true
+			}
+		}
+		close(held)
+	}()
+	select {
+	case ok := <-held:
+		require.True(t, ok, "tenant %s exited: %s", key, stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("tenant %s never held: %s", key, stderr.String())
+	}
+}
+
+func TestReadLiveFile(t *testing.T) {
+	dir := t.TempDir()
+	holder(t, dir, "ctr-a", "30")
+	holder(t, dir, "ctr-b", "70")
+	path := filepath.Join(dir, "sched", "card0.sched")
+
+	// Each reported its kernel's busy time at its fence (the fencer ends
+	// the slice even though the tenant launches no more).
+	var c *Card
+	require.Eventually(t, func() bool {
+		var err error
+		c, err = Read(path)
+		require.NoError(t, err)
+		if len(c.VGPUs) != 2 {
+			return false
+		}
+		for _, v := range c.VGPUs {
+			if v.BusyNs == 0 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 1, c.Policy)
+	assert.Equal(t, 20, c.MaxInst)
+	assert.Equal(t, uint64(5*time.Millisecond), c.SliceNs)
+	byKey := map[string]VGPU{}
+	for _, v := range c.VGPUs {
+		byKey[v.Key] = v
+	}
+	for key, quota := range map[string]int{"ctr-a": 30, "ctr-b": 70} {
+		v, ok := byKey[key]
+		require.True(t, ok, "vGPU %s listed: %+v", key, c.VGPUs)
+		assert.Equal(t, quota, v.Quota)
+		assert.Equal(t, 1, v.NProcs)
+		assert.False(t, v.High)
+		assert.GreaterOrEqual(t, v.Slices, uint64(1))
+		// One 1 ms kernel: its span, not more than a slice and a drain.
+		assert.GreaterOrEqual(t, v.BusyNs, uint64(time.Millisecond)/2, "%s", key)
+		assert.Less(t, v.BusyNs, uint64(200*time.Millisecond), "%s", key)
+	}
+	assert.NotEqual(t, byKey["ctr-a"].ID, byKey["ctr-b"].ID)
+}
+
+func TestReadRejects(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	require.NoError(t, os.WriteFile(short, []byte("gssched"), 0o644))
+	wrong := filepath.Join(dir, "wrong")
+	require.NoError(t, os.WriteFile(wrong, make([]byte, 1<<20), 0o644))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	for _, tc := range []struct{ path, want string }{
+		{short, "not a gpuslice schedule file"},
+		{wrong, "not a gpuslice schedule file"},
+		{empty, "empty"},
+		{filepath.Join(dir, "missing"), "no such file"},
+	} {
+		_, err := Read(tc.path)
+		require.Error(t, err, tc.path)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
