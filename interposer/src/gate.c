@@ -23,15 +23,14 @@
  * takes the card's lock once, to note when the slice's work began.
  *
  * The slow path, one thread of the process at a time (the card's lock):
- *  1. the fence: cuCtxSynchronize on the current context, so that what
- *     the process queued in its slice has run before it lets the card go
- *     and, as long as it waits, before it queues anything more. That is
- *     the first cut's bound on the spill into the next tenant's slice: the
- *     work already queued when the slice ended still runs in the next one
- *     (at most the queue's depth of kernels), nothing queued after does.
- *     It costs a full drain of the context at every slice end: the host
- *     thread waits for the GPU, and the GPU idles while the next slice's
- *     owner starts;
+ *  1. the fence: cuCtxSynchronize on each context the process launched
+ *     in since the last fence, so that what it queued in its slice has
+ *     run before it lets the card go and, as long as it waits, before it
+ *     queues anything more. In module mode what was queued when the slice
+ *     ended still runs in the next one; without the module the card waits
+ *     for the fence (the drain) and the overrun is the vGPU's debt
+ *     (sched_file.c, kmod/core), and a fencer thread fences at the
+ *     slice's end whether the application launches again or not;
  *  2. RELEASE with RELEASE_IDLE and the busy time: from the first launch
  *     of each slice to the slice's end, and for the last one to the
  *     fence's end when the fence had work to wait for. A span, not engine
