@@ -26,7 +26,7 @@ static const struct {
 	{ "fork", cmd_fork, "fork: a forked child owns none of the parent's charges; fork while threads allocate" },
 	{ "edge", cmd_edge, "edge <case> [bytes]: one corner of the accounting; cases: freeasync_linear pooldestroy addrfree pending_free ctxreuse fork_managed, crossdev <bytes>" },
 	{ "limit", cmd_limit, "limit: context limits that take device memory (malloc heap, stack) are held to the cap and given back" },
-	{ "tenant", cmd_tenant, "tenant <seconds> <kernel_us> <depth> [streams] [go] [hold] [gap=<us>]: launch kernels of kernel_us back to back, depth in flight, for seconds (go: print ready, start on a line of stdin; gap: one at a time, gap_us apart, latencies recorded); prints launches, kernels, busy_ns (its engine time), wall_ns" },
+	{ "tenant", cmd_tenant, "tenant <seconds> <kernel_us> <depth> [streams] [go] [hold] [gap=<us>] [iters_per_us=<rate>]: launch kernels of kernel_us back to back, depth in flight, for seconds (go: print ready, start on a line of stdin; gap: one at a time, gap_us apart, latencies recorded; iters_per_us: a real GPU's loop iterations per microsecond, benchmarks/realgpu); prints launches, kernels, busy_ns (its engine time), wall_ns, kernel_ns, kernel_param, kernels_done, work_ns" },
 	{ "schedinfo", cmd_schedinfo, "schedinfo <file>: the vGPUs of a no-module schedule file (key=value lines)" },
 	{ "watch", cmd_watch, "watch <interval-ms> [device]: print the device's physical used bytes (simcuda) until stdin closes" },
 };
