@@ -172,7 +172,7 @@ static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
 		return;
 	s->holding = 0;
 	if (sf_entry_ok(h, s->vgpu) && !sf_holders(h, s->vgpu))
-		gs_release(&h->core, h->vgpu[s->vgpu].core_id, now);
+		gs_vgpu_drained(&h->core, h->vgpu[s->vgpu].core_id, now);
 }
 
 /* One process fewer for entry v; the last one takes the vGPU away. */

@@ -539,7 +539,7 @@ int gs_vgpu_hold(struct gs_card *c, int id, bool holding)
 	return 0;
 }
 
-bool gs_release(struct gs_card *c, int id, u64 now)
+bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 {
 	if (!gs_valid_id(c, id))
 		return false;

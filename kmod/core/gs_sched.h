@@ -146,7 +146,7 @@ u64 gs_slice_end(const struct gs_card *c);
  * no-module mode). gs_vgpu_hold(c, id, true) says vGPU id was granted a
  * slice and may have work queued in it. When its slice ends while it
  * holds, the card waits for it, at most GS_DRAIN_MAX_NS: gs_tick keeps it
- * the owner with its slice over (nobody may launch), and gs_release(c,
+ * the owner with its slice over (nobody may launch), and gs_vgpu_drained(c,
  * id, now), once its work has run, hands the card on at now. The time
  * past the slice's end is the vGPU's debt: its next slices are shortened
  * or skipped by as much, so that its share counts the time its work took,
@@ -159,7 +159,7 @@ int gs_vgpu_hold(struct gs_card *c, int id, bool holding);
  * vGPU id's work has drained at now (its hold ends). Returns true when
  * that ended a drain and began a new slice (callers publish and wake).
  */
-bool gs_release(struct gs_card *c, int id, u64 now);
+bool gs_vgpu_drained(struct gs_card *c, int id, u64 now);
 
 /*
  * Priority: when a high-priority vGPU has work waiting and a low-priority
@@ -172,7 +172,7 @@ bool gs_preempt(struct gs_card *c, u64 now);
 /*
  * When the current slice's owner may change next: its end, or while the
  * card waits for a draining owner, the drain's bound. Timers and sleepers
- * wait until then (or for gs_release).
+ * wait until then (or for gs_vgpu_drained).
  */
 u64 gs_next_change(const struct gs_card *c);
 

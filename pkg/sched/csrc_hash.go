@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "9ca0a5d0952c4f884ea4b62540ba2ec3ab778305af0bd1afe95ef438aab8f566"
+const cSourcesHash = "c531025f03b77af54c66e6843191583f6f6a0568999f7d15e1093e9d422f0194"

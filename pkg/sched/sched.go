@@ -262,7 +262,7 @@ func (c *Card) Hold(id int, holding bool) error {
 // ended a drain and began a new slice at now; the time past the slice's
 // end becomes the vGPU's debt.
 func (c *Card) Release(id int, now uint64) bool {
-	return bool(C.gs_release(&c.c, cid(id), C.u64(now)))
+	return bool(C.gs_vgpu_drained(&c.c, cid(id), C.u64(now)))
 }
 
 // Preempt ends a low-priority (or idle) slice at now when a high-priority
