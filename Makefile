@@ -28,6 +28,7 @@ c:
 go:
 	$(GO) build ./...
 	$(GO) build -o $(BUILD)/bin/gpuslice-nri ./nri-plugin
+	$(GO) build -o $(BUILD)/bin/gpuslice ./cmd/gpuslice
 
 ## kmod: gpuslice.ko, built out of tree into build/kmod/kmod-src/ against
 ## the newest installed Debian kernel headers (kmod/guest/deps.sh installs

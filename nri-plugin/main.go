@@ -89,6 +89,7 @@ type plugin struct {
 	log    *slog.Logger
 	a      *agent.Agent
 	broken error
+	obs    *observability // nil until the agent is built
 }
 
 // build creates the agent; text, when not empty, is the configuration
@@ -97,16 +98,19 @@ func (p *plugin) build(text string) {
 	if p.a != nil {
 		return
 	}
-	a, err := p.newAgent(text)
+	a, cfg, err := p.newAgent(text)
 	if err != nil {
 		p.broken = err
 		p.log.Error("the agent cannot work; containers asking for a vGPU are refused", "error", err)
 		return
 	}
 	p.a, p.broken = a, nil
+	// Metrics and the status socket are extras: what fails here is
+	// logged, and the agent goes on with its NRI duties.
+	p.obs = startObservability(a, cfg, p.log)
 }
 
-func (p *plugin) newAgent(text string) (*agent.Agent, error) {
+func (p *plugin) newAgent(text string) (*agent.Agent, *config.Config, error) {
 	cfg := p.cfg
 	if text != "" {
 		c, err := config.Parse([]byte(text))
@@ -114,11 +118,12 @@ func (p *plugin) newAgent(text string) (*agent.Agent, error) {
 			err = c.Validate()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("the NRI drop-in configuration: %w", err)
+			return nil, nil, fmt.Errorf("the NRI drop-in configuration: %w", err)
 		}
 		cfg = &c
 	}
-	return newAgent(cfg, p.log)
+	a, err := newAgent(cfg, p.log)
+	return a, cfg, err
 }
 
 // Configure builds the agent if it is not built yet; 0 subscribes to the
@@ -181,7 +186,7 @@ func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, error) {
 	cards := make([]agent.Card, 0, len(found))
 	for _, c := range found {
 		policy, maxInst := cfg.CardSettings(c.Index)
-		cards = append(cards, agent.Card{Index: c.Index, UUID: c.UUID, Minor: c.Minor,
+		cards = append(cards, agent.Card{Index: c.Index, UUID: c.UUID, Model: c.Name, Minor: c.Minor,
 			MemoryBytes: c.MemoryBytes, Policy: policy, MaxInst: maxInst})
 	}
 	store, err := state.Open(cfg.StateDir)

@@ -10,15 +10,10 @@
 
 #include <gpuslice/nvml.h>
 
+#include "nvml_int.h"
 #include "state.h"
 
-#define NVML_API __attribute__((visibility("default")))
-
 /* Handles point into this array, so they validate by address. */
-struct nvmlDevice_st {
-	unsigned int index;
-};
-
 static struct nvmlDevice_st devices[SIMST_MAX_DEV];
 static pthread_mutex_t nvml_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_count;
@@ -52,11 +47,16 @@ NVML_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 
 	(void)flags;	/* NO_GPUS / NO_ATTACH change nothing here */
 	pthread_mutex_lock(&nvml_lock);
+	/* Initialised anew: the machine of the environment now. */
+	if (!init_count)
+		simst_detach();
 	if (simst_attach() != SIMST_OK) {
 		rc = NVML_ERROR_UNKNOWN;
 	} else {
 		for (int i = 0; i < SIMST_MAX_DEV; i++)
 			devices[i].index = (unsigned int)i;
+		if (!init_count)
+			simnvml_util_baseline();
 		init_count++;
 	}
 	pthread_mutex_unlock(&nvml_lock);
@@ -98,6 +98,9 @@ static int initialised(void)
 
 NVML_API const char *nvmlErrorString(nvmlReturn_t result)
 {
+	/* Return codes of the calls nvml_int.h adds. */
+	if ((int)result == SIMNVML_ERROR_TIMEOUT)
+		return "Timeout";
 	switch (result) {
 	case NVML_SUCCESS:
 		return "Success";
@@ -183,6 +186,16 @@ static int enter(nvmlDevice_t device, const void *out)
 	if (i < 0 || !out)
 		return -NVML_ERROR_INVALID_ARGUMENT;
 	return i;
+}
+
+int simnvml_enter(nvmlDevice_t device, const void *out)
+{
+	return enter(device, out);
+}
+
+nvmlDevice_t simnvml_handle(int i)
+{
+	return &devices[i];
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device,

@@ -30,6 +30,13 @@ int simcudaEngineStats(int dev, int pid, uint64_t *busy_ns,
 /* Physical memory of device dev in use by all live processes, in bytes. */
 int simcudaDeviceUsed(int dev, uint64_t *used_bytes);
 
+/*
+ * In libnvidia-ml.so.1: reports XID xid (an nvmlEventTypeXidCriticalError
+ * event) on device dev to every NVML event set of the simulated machine
+ * that watches it. 0, or -1 for a bad device or configuration.
+ */
+int simcudaInjectXid(int dev, unsigned long long xid);
+
 #ifdef __cplusplus
 }
 #endif

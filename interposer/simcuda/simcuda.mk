@@ -7,7 +7,7 @@ SIM_OBJDIR := $(BUILD)/obj/simcuda
 SIM_COMMON := state config
 SIM_CUDA := init device context memory array vmm pool stream event launch \
 	procaddr table limit
-SIM_NVML := nvml
+SIM_NVML := nvml nvml_event
 
 SIM_CUDA_OBJS := $(addprefix $(SIM_OBJDIR)/,$(addsuffix .o,$(SIM_CUDA) $(SIM_COMMON)))
 SIM_NVML_OBJS := $(addprefix $(SIM_OBJDIR)/,$(addsuffix .o,$(SIM_NVML) $(SIM_COMMON)))
@@ -18,7 +18,7 @@ SOFLAGS_SIM = $(SOFLAGS) -Wl,-Bsymbolic
 
 .PHONY: sim
 sim: $(LIB)/libcuda.so.1 $(LIB)/libcuda.so \
-	$(LIB)/libnvidia-ml.so.1 $(LIB)/libnvidia-ml.so
+	$(LIB)/libnvidia-ml.so.1 $(LIB)/libnvidia-ml.so $(BIN)/simcuda-xid
 
 $(SIM_OBJDIR):
 	mkdir -p $@
@@ -31,6 +31,11 @@ $(LIB)/libcuda.so.1: $(SIM_CUDA_OBJS) | $(LIB)
 
 $(LIB)/libnvidia-ml.so.1: $(SIM_NVML_OBJS) | $(LIB)
 	$(CC) $(CFLAGS) $(SOFLAGS_SIM) -Wl,-soname,libnvidia-ml.so.1 -o $@ $^ $(SIM_LDLIBS)
+
+# The XID injector of tests, linked to the simulated NVML next to it.
+$(BIN)/simcuda-xid: simcuda/xid_tool.c $(LIB)/libnvidia-ml.so.1 | $(BIN)
+	$(CC) $(CFLAGS) -Isimcuda -o $@ $< -L$(LIB) -l:libnvidia-ml.so.1 \
+		-Wl,-rpath,'$$ORIGIN/../lib'
 
 $(LIB)/libcuda.so: | $(LIB)
 	ln -sfn libcuda.so.1 $@

@@ -28,7 +28,7 @@
 #include "state.h"
 
 #define SIMST_MAGIC 0x31414455434d4953ULL	/* "SIMCUDA1" */
-#define SIMST_VERSION 1
+#define SIMST_VERSION 2
 #define SIMST_SLOTS 512
 
 enum { SLOT_FREE, SLOT_LIVE, SLOT_DEAD };
@@ -39,6 +39,9 @@ struct simst_dev {
 	uint64_t busy_until;	/* CLOCK_MONOTONIC ns, advanced by CAS */
 	uint64_t busy_ns;
 	uint64_t kernels;
+	/* Injected XID events: the last one, then the count (release). */
+	uint64_t xid_last;
+	uint64_t xid_seq;
 };
 
 /* A dead slot keeps its engine counters until reused, for simst_stats. */
@@ -416,6 +419,23 @@ out:
 	return rc;
 }
 
+/*
+ * Forgets the machine: the next simst_attach reads the environment and
+ * maps its state file again (the simulated NVML does this at an nvmlInit
+ * with none outstanding, so a process can move to another machine). Our
+ * slot in the old file stays until we exit, and is found again if the
+ * same file is attached.
+ */
+void simst_detach(void)
+{
+	pthread_mutex_lock(&attach_lock);
+	if (shm)
+		munmap(shm, sizeof(*shm));
+	shm = NULL;
+	self = NULL;
+	pthread_mutex_unlock(&attach_lock);
+}
+
 /* In a forked child: keep the mapping, but the child needs its own slot. */
 void simst_forked(void)
 {
@@ -571,4 +591,27 @@ int simst_stats(int dev, int pid, uint64_t *busy_ns, uint64_t *kernels)
 	}
 	sh_unlock();
 	return found ? 0 : -1;
+}
+
+/* Records an XID event on dev for every NVML event set watching it. */
+int simst_xid_inject(int dev, uint64_t xid)
+{
+	struct simst_dev *d;
+
+	if (!shm || dev < 0 || dev >= (int)shm->ndev)
+		return -1;
+	d = &shm->dev[dev];
+	__atomic_store_n(&d->xid_last, xid, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&d->xid_seq, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* The number of XID events injected on dev so far, and the last one. */
+int simst_xid_read(int dev, uint64_t *seq, uint64_t *last)
+{
+	if (!shm || dev < 0 || dev >= (int)shm->ndev)
+		return -1;
+	*seq = __atomic_load_n(&shm->dev[dev].xid_seq, __ATOMIC_ACQUIRE);
+	*last = __atomic_load_n(&shm->dev[dev].xid_last, __ATOMIC_RELAXED);
+	return 0;
 }

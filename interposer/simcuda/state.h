@@ -41,6 +41,7 @@ struct simst_config {
 int simst_read_config(struct simst_config *cfg);
 
 int simst_attach(void);
+void simst_detach(void);
 void simst_forked(void);
 
 int simst_ndev(void);
@@ -56,5 +57,8 @@ int simst_used(int dev, uint64_t *used);
 uint64_t simst_now_ns(void);
 void simst_engine_run(int dev, uint64_t duration_ns);
 int simst_stats(int dev, int pid, uint64_t *busy_ns, uint64_t *kernels);
+
+int simst_xid_inject(int dev, uint64_t xid);
+int simst_xid_read(int dev, uint64_t *seq, uint64_t *last);
 
 #endif /* SIMCUDA_STATE_H */

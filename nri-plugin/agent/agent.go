@@ -35,6 +35,7 @@ const (
 type Card struct {
 	Index       int
 	UUID        string
+	Model       string // the product name, for the status
 	Minor       int
 	MemoryBytes uint64
 	Policy      int
@@ -116,6 +117,15 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// Cards returns the agent's cards, by index.
+func (a *Agent) Cards() []Card {
+	out := make([]Card, 0, len(a.cards))
+	for _, c := range a.cards {
+		out = append(out, a.byIdx[c.Index])
+	}
+	return out
 }
 
 // placed is every vGPU the store holds, as placement sees them.

@@ -144,6 +144,7 @@ func startNode(t *testing.T, cfg nodeConfig) *node {
 		"-ledger-dir", n.ledgerDir,
 		"-sched-dir", filepath.Join(dir, "sched"),
 		"-metrics-address", "",
+		"-status-socket", filepath.Join(dir, "agent.sock"),
 	}, cfg.args...)
 	n.startAgent()
 	return n

@@ -24,6 +24,7 @@ func TestPreRegistered(t *testing.T) {
 	conf := fmt.Sprintf(`enforcement: file
 cdi: never
 metricsAddress: ""
+statusSocket: %s
 deviceRoot: %s
 shim: %s
 shimMountPath: %s
@@ -31,7 +32,7 @@ stateDir: %s
 ledgerDir: %s
 schedDir: %s
 simulatedCards: [{index: 0, memoryMiB: 16384}]
-`, devRoot, testenv.Shim(), shimMount, filepath.Join(dir, "state"), filepath.Join(dir, "ledger"),
+`, filepath.Join(dir, "agent.sock"), devRoot, testenv.Shim(), shimMount, filepath.Join(dir, "state"), filepath.Join(dir, "ledger"),
 		filepath.Join(dir, "sched"))
 	env := e2e.Start(t, e2e.Options{
 		PreRegistered: map[string]string{"50-gpuslice-nri": bin},

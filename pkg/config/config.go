@@ -36,6 +36,9 @@ const (
 	// MaxMemoryMiB bounds a simulated card's memory (1 TiB), so that a size
 	// given in bytes instead of MiB is caught.
 	MaxMemoryMiB = 1 << 20
+	// The metrics sampling window: 100 ms-60 s.
+	MinMetricsWindowMs = 100
+	MaxMetricsWindowMs = 60000
 )
 
 // Placement is how the agent chooses a card for a new vGPU.
@@ -110,8 +113,18 @@ type Config struct {
 	CDI CDIMode `json:"cdi"`
 	// CDISpecDirs are the directories searched for CDI specs.
 	CDISpecDirs []string `json:"cdiSpecDirs"`
-	// MetricsAddress is the Prometheus listener, host:port; "" disables it.
+	// MetricsAddress is the Prometheus listener (/metrics), host:port;
+	// "" disables it.
 	MetricsAddress string `json:"metricsAddress"`
+	// MetricsWindowMs is how often the agent samples its sources; compute
+	// used is the busy time over this window.
+	MetricsWindowMs int `json:"metricsWindowMs"`
+	// StatusSocket is the unix socket serving GET /v1/status (the node's
+	// vGPUs as JSON, for `gpuslice status`); "" disables it.
+	StatusSocket string `json:"statusSocket"`
+	// NVMLLibrary is the NVML the agent loads (discovery, card figures
+	// and health): a soname the loader finds, or an absolute path.
+	NVMLLibrary string `json:"nvmlLibrary"`
 	// SimulatedCards, when not empty, replaces NVML discovery with this
 	// fixed card set (machines without a GPU).
 	SimulatedCards []SimulatedCard `json:"simulatedCards"`
@@ -148,20 +161,24 @@ const SimulatedName = "gpuslice simulated GPU"
 // Default returns the built-in configuration.
 func Default() Config {
 	return Config{
-		Policy:         1, // fixed: every vGPU gets its quota, idle time is not shared
-		MaxInst:        20,
-		SliceMs:        5,
-		Placement:      PlacementBinpack,
-		Enforcement:    EnforcementAuto,
-		Shim:           "/usr/lib/gpuslice/libgpuslice.so",
-		ShimMountPath:  "/usr/local/gpuslice/libgpuslice.so",
-		StateDir:       "/var/lib/gpuslice",
-		LedgerDir:      "/run/gpuslice/ledger",
-		SchedDir:       "/run/gpuslice/sched",
-		DeviceRoot:     "/",
-		CDI:            CDIAuto,
-		CDISpecDirs:    []string{"/etc/cdi", "/var/run/cdi"},
-		MetricsAddress: ":9402",
+		Policy:        1, // fixed: every vGPU gets its quota, idle time is not shared
+		MaxInst:       20,
+		SliceMs:       5,
+		Placement:     PlacementBinpack,
+		Enforcement:   EnforcementAuto,
+		Shim:          "/usr/lib/gpuslice/libgpuslice.so",
+		ShimMountPath: "/usr/local/gpuslice/libgpuslice.so",
+		StateDir:      "/var/lib/gpuslice",
+		LedgerDir:     "/run/gpuslice/ledger",
+		SchedDir:      "/run/gpuslice/sched",
+		DeviceRoot:    "/",
+		CDI:           CDIAuto,
+		CDISpecDirs:   []string{"/etc/cdi", "/var/run/cdi"},
+		// Local only by default: the figures name the node's pods.
+		MetricsAddress:  "127.0.0.1:9410",
+		MetricsWindowMs: 1000,
+		StatusSocket:    "/run/gpuslice/agent.sock",
+		NVMLLibrary:     gpu.DefaultNVMLLibrary,
 	}
 }
 
@@ -213,7 +230,7 @@ func (c *Config) Discoverer() (gpu.Discoverer, error) {
 	if len(c.SimulatedCards) > 0 {
 		return gpu.NewStatic(c.SimulatedGPUCards())
 	}
-	return gpu.NewNVML(""), nil
+	return gpu.NewNVML(c.NVMLLibrary), nil
 }
 
 // ModuleDevice is gpuslice.ko's device node, relative to DeviceRoot.
@@ -303,6 +320,13 @@ func (c *Config) Validate() error {
 	if err := checkListenAddress(c.MetricsAddress); err != nil {
 		bad("metricsAddress", "%q %v: give host:port or :port, or \"\" to disable metrics", c.MetricsAddress, err)
 	}
+	inRange("metricsWindowMs", c.MetricsWindowMs, MinMetricsWindowMs, MaxMetricsWindowMs)
+	if c.StatusSocket != "" {
+		absPath("statusSocket", c.StatusSocket)
+	}
+	if err := checkLibrary(c.NVMLLibrary); err != nil {
+		bad("nvmlLibrary", "%q %v", c.NVMLLibrary, err)
+	}
 	errs = append(errs, c.validateSimulated()...)
 	return errors.Join(errs...)
 }
@@ -371,6 +395,18 @@ func checkListenAddress(addr string) error {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return errors.New("has no port number in 0-65535")
+	}
+	return nil
+}
+
+// checkLibrary accepts a soname (no '/': the loader searches for it) or an
+// absolute path.
+func checkLibrary(lib string) error {
+	if lib == "" {
+		return errors.New("is empty: give a soname such as " + gpu.DefaultNVMLLibrary + " or an absolute path")
+	}
+	if strings.Contains(lib, "/") && !filepath.IsAbs(lib) {
+		return errors.New("is a relative path: give a soname (no /) or an absolute path")
 	}
 	return nil
 }

@@ -47,7 +47,8 @@ func (o *override) Set(s string) error {
 //
 //	-policy -max-inst -slice-ms -placement -enforcement -shim
 //	-shim-mount-path -preload-file -state-dir -ledger-dir -sched-dir -device-root
-//	-cdi -cdi-spec-dirs -metrics-address -simulate
+//	-cdi -cdi-spec-dirs -metrics-address -metrics-window-ms -status-socket
+//	-nvml-library -simulate
 //
 // Flag values are checked as they are parsed, so fs.Parse reports a bad
 // one by its flag name. After fs.Parse, call Resolve. The help shows the
@@ -146,6 +147,23 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 				return nil, fmt.Errorf("%q %v: give host:port or :port, or \"\" to disable metrics", s, err)
 			}
 			return func(c *Config) { c.MetricsAddress = s }, nil
+		})
+	intFlag("metrics-window-ms", d.MetricsWindowMs, MinMetricsWindowMs, MaxMetricsWindowMs,
+		"metrics sampling window in `ms` (compute used is measured over it)",
+		func(c *Config, n int) { c.MetricsWindowMs = n })
+	add("status-socket", d.StatusSocket, "unix socket `path` of GET /v1/status (\"\": disabled; absolute path)",
+		func(s string) (func(*Config), error) {
+			if s != "" && !filepath.IsAbs(s) {
+				return nil, fmt.Errorf("%q is not an absolute path: give a path starting with /, or \"\" to disable", s)
+			}
+			return func(c *Config) { c.StatusSocket = s }, nil
+		})
+	add("nvml-library", d.NVMLLibrary, "NVML `library` to load: a soname or an absolute path",
+		func(s string) (func(*Config), error) {
+			if err := checkLibrary(s); err != nil {
+				return nil, fmt.Errorf("%q %v", s, err)
+			}
+			return func(c *Config) { c.NVMLLibrary = s }, nil
 		})
 	add("simulate", "", "simulated `cards` instead of NVML, index:MiB[:minor],... e.g. 0:16384,1:16384 (\"\": none)",
 		func(s string) (func(*Config), error) {

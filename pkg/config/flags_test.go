@@ -31,7 +31,8 @@ func TestFlagsOverrideEverySetting(t *testing.T) {
 		"-policy", "5", "-max-inst=30", "-slice-ms", "9", "-placement", "binpack",
 		"-enforcement", "module", "-shim", "/s.so", "-shim-mount-path", "/m.so", "-preload-file=false",
 		"-state-dir", "/st", "-ledger-dir", "/le", "-sched-dir", "/sd", "-device-root", "/dr", "-cdi", "never",
-		"-cdi-spec-dirs", "/a, /b", "-metrics-address", "", "-simulate", "2:1024")
+		"-cdi-spec-dirs", "/a, /b", "-metrics-address", "", "-metrics-window-ms", "250",
+		"-status-socket", "/s.sock", "-nvml-library", "/lib/nvml.so", "-simulate", "2:1024")
 	require.NoError(t, err)
 	want := Config{
 		Policy: 5, MaxInst: 30, SliceMs: 9,
@@ -43,6 +44,7 @@ func TestFlagsOverrideEverySetting(t *testing.T) {
 		Shim: "/s.so", ShimMountPath: "/m.so", PreloadFile: false,
 		StateDir: "/st", LedgerDir: "/le", SchedDir: "/sd", DeviceRoot: "/dr",
 		CDI: CDINever, CDISpecDirs: []string{"/a", "/b"}, MetricsAddress: "",
+		MetricsWindowMs: 250, StatusSocket: "/s.sock", NVMLLibrary: "/lib/nvml.so",
 		SimulatedCards: []SimulatedCard{{Index: ptr(2), MemoryMiB: 1024, Minor: ptr(2)}},
 		Path:           p,
 	}
@@ -111,6 +113,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-preload-file=maybe"}, `invalid boolean value "maybe" for -preload-file: "maybe" is not true or false`},
 		{[]string{"-cdi-spec-dirs", "/etc/cdi,cdi"}, `invalid value "/etc/cdi,cdi" for flag -cdi-spec-dirs: "cdi" is not an absolute path: list absolute directories separated by commas`},
 		{[]string{"-metrics-address", "9402"}, `invalid value "9402" for flag -metrics-address: "9402" is not host:port: give host:port or :port, or "" to disable metrics`},
+		{[]string{"-metrics-window-ms", "50"}, `invalid value "50" for flag -metrics-window-ms: 50 is out of range 100-60000`},
+		{[]string{"-status-socket", "a.sock"}, `invalid value "a.sock" for flag -status-socket: "a.sock" is not an absolute path`},
+		{[]string{"-nvml-library", "lib/x.so"}, `invalid value "lib/x.so" for flag -nvml-library: "lib/x.so" is a relative path`},
 		{[]string{"-simulate", "0:x"}, `invalid value "0:x" for flag -simulate: entry 1 ("0:x"): "x" is not a number: write index:MiB[:minor], e.g. 0:16384`},
 		{[]string{"-config", "/nonexistent/gpuslice.yaml"}, "config file /nonexistent/gpuslice.yaml does not exist: create it, or name no file"},
 	} {

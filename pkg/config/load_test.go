@@ -37,6 +37,9 @@ deviceRoot: /scratch
 cdi: always
 cdiSpecDirs: [/etc/cdi]
 metricsAddress: "127.0.0.1:9999"
+metricsWindowMs: 500
+statusSocket: /srv/agent.sock
+nvmlLibrary: /opt/sim/libnvidia-ml.so.1
 simulatedCards:
   - {index: 0, memoryMiB: 16384, uuid: GPU-sim-a, minor: 2}
   - {index: 1, memoryMiB: 8192, name: Sim B}
@@ -55,18 +58,21 @@ func TestLoadFullFile(t *testing.T) {
 			{Index: ptr(0), Policy: ptr(4), MaxInst: ptr(20)},
 			{Index: ptr(3), MaxInst: ptr(5)},
 		},
-		Placement:      PlacementSpread,
-		Enforcement:    EnforcementFile,
-		Shim:           "/opt/gpuslice/libgpuslice.so",
-		ShimMountPath:  "/gpuslice/libgpuslice.so",
-		PreloadFile:    true,
-		StateDir:       "/srv/state",
-		LedgerDir:      "/srv/ledger",
-		SchedDir:       "/srv/sched",
-		DeviceRoot:     "/scratch",
-		CDI:            CDIAlways,
-		CDISpecDirs:    []string{"/etc/cdi"},
-		MetricsAddress: "127.0.0.1:9999",
+		Placement:       PlacementSpread,
+		Enforcement:     EnforcementFile,
+		Shim:            "/opt/gpuslice/libgpuslice.so",
+		ShimMountPath:   "/gpuslice/libgpuslice.so",
+		PreloadFile:     true,
+		StateDir:        "/srv/state",
+		LedgerDir:       "/srv/ledger",
+		SchedDir:        "/srv/sched",
+		DeviceRoot:      "/scratch",
+		CDI:             CDIAlways,
+		CDISpecDirs:     []string{"/etc/cdi"},
+		MetricsAddress:  "127.0.0.1:9999",
+		MetricsWindowMs: 500,
+		StatusSocket:    "/srv/agent.sock",
+		NVMLLibrary:     "/opt/sim/libnvidia-ml.so.1",
 		SimulatedCards: []SimulatedCard{
 			{Index: ptr(0), MemoryMiB: 16384, UUID: "GPU-sim-a", Minor: ptr(2)},
 			{Index: ptr(1), MemoryMiB: 8192, Name: "Sim B"},
@@ -126,7 +132,8 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"unknown top-level key", "polcy: 1\n",
 			"polcy: unknown key; the keys are cards, cdi, cdiSpecDirs, deviceRoot, enforcement, ledgerDir, maxInst, " +
-				"metricsAddress, placement, policy, preloadFile, schedDir, shim, shimMountPath, simulatedCards, sliceMs, stateDir"},
+				"metricsAddress, metricsWindowMs, nvmlLibrary, placement, policy, preloadFile, schedDir, shim, shimMountPath, " +
+				"simulatedCards, sliceMs, stateDir, statusSocket"},
 		{"the Go field name is no key", "Path: /x\n", "Path: unknown key"},
 		{"unknown key in cards", "cards:\n  - {index: 0}\n  - {index: 1, maxinst: 3}\n",
 			"cards[1].maxinst: unknown key; the keys of a cards entry are index, maxInst, policy"},

@@ -5,8 +5,26 @@ package ledger
 // through these unexported functions. Nothing else uses them.
 
 /*
+#include <stddef.h>
 #include <stdlib.h>
 #include "ledger_c.h"
+
+// The C layout, for Peek's constants (TestPeekLayout).
+static inline void gs_go_layout(uint64_t *out)
+{
+	out[0] = GS_LF_VERSION;
+	out[1] = GS_LF_HEADER_SIZE;
+	out[2] = GS_LF_SLOT_SIZE;
+	out[3] = GS_LF_SIZE;
+	out[4] = GS_LF_USED;
+	out[5] = offsetof(struct gs_lf_header, version);
+	out[6] = offsetof(struct gs_lf_header, nslots);
+	out[7] = offsetof(struct gs_lf_header, size);
+	out[8] = offsetof(struct gs_lf_header, cap_bytes);
+	out[9] = offsetof(struct gs_lf_header, used_bytes);
+	out[10] = offsetof(struct gs_lf_slot, state);
+	out[11] = offsetof(struct gs_lf_slot, bytes);
+}
 */
 import "C"
 
@@ -135,4 +153,15 @@ func (l *Ledger) rawCharge(n uint64) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return errnoOf(C.gs_go_charge(l.c, C.uint64_t(n)))
+}
+
+// cLayout is the C ledger's layout, in the order of gs_go_layout.
+func cLayout() [12]uint64 {
+	var out [12]C.uint64_t
+	C.gs_go_layout(&out[0])
+	var r [12]uint64
+	for i, v := range out {
+		r[i] = uint64(v)
+	}
+	return r
 }

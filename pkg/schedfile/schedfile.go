@@ -18,7 +18,9 @@ import "C"
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"syscall"
 	"unsafe"
 )
 
@@ -43,9 +45,21 @@ type VGPU struct {
 	OverrunNs uint64 // time its work ran past its slices, charged as debt
 }
 
-// Read decodes the schedule file at path from a copy of it.
+// Read decodes the schedule file at path from a copy of it. The path must
+// name a regular file itself (not a link, nor a FIFO a container put in the
+// shared directory to hang its reader).
 func Read(path string) (*Card, error) {
-	buf, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("schedfile: %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	buf, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,7 +117,13 @@ func TestReadRejects(t *testing.T) {
 	require.NoError(t, os.WriteFile(wrong, make([]byte, 1<<20), 0o644))
 	empty := filepath.Join(dir, "empty")
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o666))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(short, link))
 	for _, tc := range []struct{ path, want string }{
+		{fifo, "not a regular file"},
+		{link, "too many levels of symbolic links"},
 		{short, "not a gpuslice schedule file"},
 		{wrong, "not a gpuslice schedule file"},
 		{empty, "empty"},

@@ -1,0 +1,57 @@
+// Package status is the node's vGPU picture as the agent reports it: what
+// `gpuslice status` prints and what the agent's /metrics exports. The agent
+// builds a Node from its own records (which container holds which vGPU),
+// the enforcement layer's figures (gpuslice.ko's statistics, or the
+// no-module ledger and schedule files) and NVML.
+//
+// A figure a source could not give is nil, never a made-up zero: the
+// metrics leave its series out and the table prints "-". Why it is missing
+// is in Node.Problems.
+package status
+
+import "time"
+
+// Node is one node's cards and vGPUs at one moment.
+type Node struct {
+	Node     string    `json:"node"`     // host name
+	Enforce  string    `json:"enforce"`  // "module" (gpuslice.ko) or "file" (no module)
+	Time     time.Time `json:"time"`     // when the figures were read
+	Cards    []Card    `json:"cards"`    // by index
+	Problems []string  `json:"problems"` // sources that failed, one line each
+}
+
+// Card is one GPU of the node.
+type Card struct {
+	Index  int    `json:"index"`
+	UUID   string `json:"uuid"`
+	Model  string `json:"model"`
+	Policy int    `json:"policy"` // 0-6 (reference.md section 3)
+	// MaxInst is the card's vGPU limit and units per scheduling period.
+	MaxInst int `json:"max_inst"`
+	// Healthy: false after an XID event or the module's marking; nil unknown.
+	Healthy          *bool    `json:"healthy"`
+	MemoryTotalBytes uint64   `json:"memory_total_bytes"`
+	MemoryUsedBytes  *uint64  `json:"memory_used_bytes"` // NVML, all processes
+	UtilPercent      *float64 `json:"util_percent"`      // NVML, over its last sample period
+	VGPUs            []VGPU   `json:"vgpus"`             // by container, then id
+}
+
+// VGPU is one container's share of one card.
+type VGPU struct {
+	// ID is the vGPU's id in gpuslice.ko; -1 in no-module mode.
+	ID           int    `json:"id"`
+	Namespace    string `json:"namespace"`
+	Pod          string `json:"pod"`
+	Container    string `json:"container"`
+	ContainerID  string `json:"container_id"`
+	Mode         string `json:"mode"` // "compute" or "memory"
+	QuotaPercent int    `json:"quota_percent"`
+	HighPriority bool   `json:"high_priority"`
+	// MemoryCapBytes is the vGPU's memory cap (GPU_CONTAINER_MEM).
+	MemoryCapBytes  uint64  `json:"memory_cap_bytes"`
+	MemoryUsedBytes *uint64 `json:"memory_used_bytes"`
+	// CoreUsedPercent is the card's compute the vGPU used over the
+	// collector's window: its busy time over the window's length, 0-100.
+	CoreUsedPercent *float64 `json:"core_used_percent"`
+	Processes       *int     `json:"processes"` // processes holding the vGPU
+}
