@@ -1,3 +1,9 @@
+// The observer reads cgo-only sources (the ledger and schedule files' C
+// layouts, NVML): kmod/guest builds this package static for its qemu guest
+// without it.
+
+//go:build cgo
+
 package agent
 
 import (
