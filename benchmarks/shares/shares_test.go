@@ -35,7 +35,8 @@ func busy(key, quota string, kernelUS int) tenant {
 
 // policyScenarios are the policies' scenarios with 1 ms kernels, then
 // policy 4 with kernels of 50 us, of 20 ms (four 5 ms slices), of all
-// three at once (one shape per tenant), and 64 in flight on 4 streams.
+// three at once (one shape per tenant; again with the 50 us tenant deep),
+// and 64 in flight on 4 streams.
 func policyScenarios() []scenario {
 	const k = 1000
 	third := 100.0 / 3
@@ -68,6 +69,12 @@ func policyScenarios() []scenario {
 			[]float64{25, 25, 50}},
 		{"p4-mixed", "4", "weighted 5/5/10, 50 us / 1 ms / 20 ms kernels",
 			[]tenant{busy("a", "5", 50), busy("b", "5", k), busy("c", "10", 20000)},
+			[]float64{25, 25, 50}},
+		// The 50 us tenant above cannot fill its slices two kernels at a
+		// time (launch and synchronisation cost more than its kernels):
+		// it gets what it gets alone. Deep, it saturates them.
+		{"p4-mixed-deep", "4", "weighted 5/5/10, 50 us (64 in flight) / 1 ms / 20 ms kernels",
+			[]tenant{deep("a", "5", 50), busy("b", "5", k), busy("c", "10", 20000)},
 			[]float64{25, 25, 50}},
 		{"p4-deep", "4", "weighted 5/5/10, 64 in flight on 4 streams",
 			[]tenant{deep("a", "5", k), deep("b", "5", k), deep("c", "10", k)},
