@@ -552,6 +552,22 @@ const struct gpuslice_sched_page *gs_sf_page(const struct gs_sf *sf)
 	return &sf->h->pub.page;
 }
 
+/*
+ * The current slice is our vGPU's: the slot is pending and holding until
+ * the fence (gs_sf_release), the card waiting for it at the slice's end.
+ */
+static void sf_hold_locked(struct gs_sf *sf, uint64_t now)
+{
+	struct gs_sf_header *h = sf->h;
+	struct gs_sf_slot *s = &h->slot[sf->slot];
+
+	s->pending = 1;
+	s->holding = 1;
+	s->grant_end = gs_slice_end(&h->core);
+	gs_vgpu_hold(&h->core, h->vgpu[sf->vgpu].core_id, true);
+	sf_note(h, sf->vgpu, now);
+}
+
 int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 		  uint64_t *end)
 {
@@ -584,13 +600,8 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 		gs_sf_publish(h);
 		wake = gs_slice_end(&h->core);
 		if (gs_owner(&h->core) == *id && now < wake) {
-			/* Granted: pending and holding until the fence. */
 			h->slot[sf->slot].waiting = 0;
-			h->slot[sf->slot].pending = 1;
-			h->slot[sf->slot].holding = 1;
-			h->slot[sf->slot].grant_end = wake;
-			gs_vgpu_hold(&h->core, *id, true);
-			sf_note(h, sf->vgpu, now);
+			sf_hold_locked(sf, now);
 			*start = h->core.slice_start;
 			*end = wake;
 			sf_unlock(h);
@@ -608,24 +619,14 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 void gs_sf_hold(struct gs_sf *sf)
 {
 	struct gs_sf_header *h = sf->h;
-	struct gs_sf_slot *s;
 	uint64_t now;
-	int id;
 
 	if (sf_lock(h))
 		return;
 	now = mono();
-	if (sf_registered(sf)) {
-		s = &h->slot[sf->slot];
-		id = h->vgpu[sf->vgpu].core_id;
-		if (gs_may_run(&h->core, id, now)) {
-			s->pending = 1;
-			s->holding = 1;
-			s->grant_end = gs_slice_end(&h->core);
-			gs_vgpu_hold(&h->core, id, true);
-			sf_note(h, sf->vgpu, now);
-		}
-	}
+	if (sf_registered(sf) &&
+	    gs_may_run(&h->core, h->vgpu[sf->vgpu].core_id, now))
+		sf_hold_locked(sf, now);
 	sf_unlock(h);
 }
 
