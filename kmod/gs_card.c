@@ -111,6 +111,73 @@ void gs_card_work(struct gs_kcard *card, struct gs_kvgpu *kv, u64 now)
 	gs_vgpu_note_work(&card->core, kv->id, now, kv->npending > 0);
 }
 
+/*
+ * The core began a slice off gs_tick's grid or moved the slice's end (a
+ * drain ended early, a high-priority vGPU cut a slice short); card->lock
+ * held. Republishes, wakes every sleeper to look again and brings the
+ * timer forward to the next change. hrtimer_start() does not wait for a
+ * running callback, so it is safe under the lock the callback takes.
+ */
+void gs_card_kick(struct gs_kcard *card)
+{
+	gs_page_publish(card);
+	wake_up_all(&card->wq);
+	if (card->ticking)
+		hrtimer_start(&card->timer,
+			      ns_to_ktime(gs_next_change(&card->core)),
+			      HRTIMER_MODE_ABS);
+}
+
+/*
+ * A vGPU may have started waiting at now: a waiting high-priority vGPU
+ * ends a low-priority slice at once (its owner drains first if it holds
+ * the card); card->lock held.
+ */
+void gs_card_preempt(struct gs_kcard *card, u64 now)
+{
+	if (!gs_card_gated(card) || !gs_preempt(&card->core, now))
+		return;
+	gs_tick(&card->core, now);
+	gs_card_kick(card);
+}
+
+/*
+ * att was granted a slice with ACQUIRE_HOLD: the card waits for its
+ * RELEASE at the slice's end; card->lock held. Asserted at every grant,
+ * as the core drops a hold whose drain ran out.
+ */
+void gs_card_hold(struct gs_kcard *card, struct gs_attach *att)
+{
+	struct gs_kvgpu *kv = att->kv;
+
+	if (kv->dead || kv->mode != GPUSLICE_MODE_COMPUTE ||
+	    !gs_card_gated(card))
+		return;
+	if (!att->holding) {
+		att->holding = true;
+		kv->nholding++;
+	}
+	gs_vgpu_hold(&card->core, kv->id, true);
+}
+
+/*
+ * att's work has run (RELEASE) or its file closed, at now; card->lock
+ * held. The last holder of the vGPU ends its drain: the card passes on
+ * now if it was waiting, and the time past the slice's end is owed.
+ */
+void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now)
+{
+	struct gs_kvgpu *kv = att->kv;
+
+	if (!att->holding)
+		return;
+	att->holding = false;
+	if (--kv->nholding || kv->dead)
+		return;
+	if (gs_vgpu_drained(&card->core, kv->id, now))
+		gs_card_kick(card);
+}
+
 /* The timer runs while the card is gated and a process may wait on it. */
 static bool gs_card_ticks(const struct gs_kcard *card)
 {
@@ -133,7 +200,8 @@ static enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 		card->ticking = false;
 	if (card->ticking) {
 		gs_card_advance(card, ktime_get_ns());
-		hrtimer_set_expires(timer, ns_to_ktime(gs_slice_end(&card->core)));
+		hrtimer_set_expires(timer,
+				    ns_to_ktime(gs_next_change(&card->core)));
 		ret = HRTIMER_RESTART;
 	}
 	spin_unlock_irqrestore(&card->lock, flags);
@@ -154,7 +222,7 @@ void gs_card_retime(struct gs_kcard *card)
 		card->ticking = true;
 		gs_card_advance(card, ktime_get_ns());
 		hrtimer_start(&card->timer,
-			      ns_to_ktime(gs_slice_end(&card->core)),
+			      ns_to_ktime(gs_next_change(&card->core)),
 			      HRTIMER_MODE_ABS);
 	} else if (!ticks && card->ticking) {
 		card->ticking = false;

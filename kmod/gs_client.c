@@ -57,6 +57,8 @@ static void gs_detach(struct gs_attach *att)
 	att->pending = false;
 	if (gs_att_recount(att))
 		gs_card_work(card, kv, ktime_get_ns());
+	/* Its contexts died with it: nothing of its work is left to wait for. */
+	gs_card_unhold(card, att, ktime_get_ns());
 	spin_unlock_irq(&card->lock);
 	gs_card_retime(card);
 	gs_kvgpu_put(kv);
@@ -250,11 +252,14 @@ int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg)
 
 /*
  * The wait condition of ACQUIRE: true when the vGPU may run now (slice end
- * in *end) or was destroyed (*err = -ENODEV). Advances the card itself, so
- * a waiter never depends on the timer firing on time.
+ * in *end; with hold, att holds the card from then on) or was destroyed
+ * (*err = -ENODEV). Advances the card itself, so a waiter never depends
+ * on the timer firing on time.
  */
-static bool gs_may_run_now(struct gs_kvgpu *kv, u64 *end, int *err)
+static bool gs_may_run_now(struct gs_attach *att, bool hold, u64 *end,
+			   int *err)
 {
+	struct gs_kvgpu *kv = att->kv;
 	struct gs_kcard *card = kv->card;
 	unsigned long flags;
 	bool ok = true;
@@ -270,29 +275,34 @@ static bool gs_may_run_now(struct gs_kvgpu *kv, u64 *end, int *err)
 		gs_card_advance(card, now);
 		ok = gs_may_run(&card->core, kv->id, now);
 		*end = gs_slice_end(&card->core);
+		if (ok && hold)
+			gs_card_hold(card, att);
 	}
 	spin_unlock_irqrestore(&card->lock, flags);
 	return ok;
 }
 
 /* Waits for the vGPU's slice; hrtimer-precise, never before timeout_ns. */
-static long gs_acquire_wait(struct gs_attach *att, u64 timeout_ns, u64 *end,
-			    int *err)
+static long gs_acquire_wait(struct gs_attach *att, bool hold, u64 timeout_ns,
+			    u64 *end, int *err)
 {
-	struct gs_kvgpu *kv = att->kv;
+	wait_queue_head_t *wq = &att->kv->card->wq;
 	long ret;
 
 	if (!timeout_ns)
-		return wait_event_interruptible(kv->card->wq,
-						gs_may_run_now(kv, end, err));
-	ret = wait_event_interruptible_hrtimeout(kv->card->wq,
-						 gs_may_run_now(kv, end, err),
+		return wait_event_interruptible(*wq, gs_may_run_now(att, hold,
+								    end, err));
+	ret = wait_event_interruptible_hrtimeout(*wq,
+						 gs_may_run_now(att, hold, end,
+								err),
 						 ns_to_ktime(timeout_ns));
 	return ret == -ETIME ? -ETIMEDOUT : ret;
 }
 
 int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
 {
+	const u32 known = GPUSLICE_ACQUIRE_NONBLOCK | GPUSLICE_ACQUIRE_HOLD;
+	bool hold = arg->flags & GPUSLICE_ACQUIRE_HOLD;
 	struct gs_attach *att;
 	struct gs_kcard *card;
 	struct gs_kvgpu *kv;
@@ -300,7 +310,7 @@ int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
 	int err = 0;
 	long ret = 0;
 
-	if (arg->pad || arg->flags & ~GPUSLICE_ACQUIRE_NONBLOCK)
+	if (arg->pad || arg->flags & ~known)
 		return -EINVAL;
 	att = gs_attached(cl, arg->card, &err);
 	if (!att)
@@ -314,13 +324,17 @@ int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
 	att->nwaiting++;
 	gs_att_recount(att);
 	gs_card_work(card, kv, start);
+	/* A high-priority waiter takes the card now; a mere poll does not. */
+	if (!kv->dead && !(arg->flags & GPUSLICE_ACQUIRE_NONBLOCK))
+		gs_card_preempt(card, start);
 	spin_unlock_irq(&card->lock);
 
-	if (!gs_may_run_now(kv, &end, &err) && !err) {
+	if (!gs_may_run_now(att, hold, &end, &err) && !err) {
 		if (arg->flags & GPUSLICE_ACQUIRE_NONBLOCK)
 			ret = -EAGAIN;
 		else
-			ret = gs_acquire_wait(att, arg->timeout_ns, &end, &err);
+			ret = gs_acquire_wait(att, hold, arg->timeout_ns, &end,
+					      &err);
 	}
 
 	/* Granted: the file has work until RELEASE_IDLE. Not: as before. */
@@ -362,6 +376,53 @@ int gs_release(struct gs_client *cl, const struct gpuslice_release *arg)
 		gs_att_recount(att);
 		gs_card_work(card, att->kv, ktime_get_ns());
 	}
+	/* What it queued has run: a card waiting for it passes on now. */
+	gs_card_unhold(card, att, ktime_get_ns());
 	spin_unlock_irq(&card->lock);
 	return 0;
+}
+
+/* The condition of WAIT: the slice ending at end is over, or not current. */
+static bool gs_slice_over(struct gs_kvgpu *kv, u64 end, int *err)
+{
+	struct gs_kcard *card = kv->card;
+	unsigned long flags;
+	bool over = true;
+
+	spin_lock_irqsave(&card->lock, flags);
+	if (kv->dead)
+		*err = -ENODEV;
+	else if (gs_card_gated(card))
+		over = gs_slice_end(&card->core) != end ||
+		       ktime_get_ns() >= end;
+	spin_unlock_irqrestore(&card->lock, flags);
+	return over;
+}
+
+int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg)
+{
+	/* A current slice ends within this, drained or not. */
+	const u64 most = GS_SLICE_MAX_NS + GS_DRAIN_MAX_NS;
+	struct gs_attach *att;
+	u64 end = arg->slice_end_ns, now, left;
+	struct gs_kvgpu *kv;
+	int err = 0;
+	long ret;
+
+	if (arg->flags)
+		return -EINVAL;
+	att = gs_attached(cl, arg->card, &err);
+	if (!att)
+		return err;
+	kv = att->kv;
+	now = ktime_get_ns();
+	if (gs_slice_over(kv, end, &err))
+		return err;
+	left = min_t(u64, end - now, most);
+	ret = wait_event_interruptible_hrtimeout(kv->card->wq,
+						 gs_slice_over(kv, end, &err),
+						 ns_to_ktime(left));
+	if (ret == -ERESTARTSYS)
+		return -EINTR;
+	return ret == -ETIME ? 0 : err;
 }

@@ -44,6 +44,7 @@ struct gs_kvgpu {
 	/* card->lock: */
 	u32 nprocs;
 	u32 npending;
+	u32 nholding;		/* files holding the card (ACQUIRE_HOLD) */
 	u64 busy_ns;
 	u64 wait_ns;
 	u64 acquires;
@@ -71,6 +72,7 @@ struct gs_attach {
 	bool pending;		/* acquired, no RELEASE_IDLE since */
 	bool counted;		/* counted in kv->npending */
 	u32 nwaiting;		/* threads blocked in ACQUIRE */
+	bool holding;		/* granted with ACQUIRE_HOLD, no RELEASE since */
 };
 
 /* An open /dev/gpuslice. */
@@ -99,6 +101,10 @@ void gs_card_advance(struct gs_kcard *card, u64 now);
 void gs_card_procs(struct gs_kcard *card, struct gs_kvgpu *kv, int delta);
 void gs_card_work(struct gs_kcard *card, struct gs_kvgpu *kv, u64 now);
 void gs_card_retime(struct gs_kcard *card);
+void gs_card_kick(struct gs_kcard *card);
+void gs_card_preempt(struct gs_kcard *card, u64 now);
+void gs_card_hold(struct gs_kcard *card, struct gs_attach *att);
+void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now);
 void gs_cards_free(void);
 
 /* gs_client.c */
@@ -110,6 +116,7 @@ int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg);
 int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg);
 int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg);
 int gs_release(struct gs_client *cl, const struct gpuslice_release *arg);
+int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg);
 
 /* gs_proc.c */
 int gs_proc_init(void);

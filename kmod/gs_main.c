@@ -44,6 +44,7 @@ union gs_ioc_arg {
 	struct gpuslice_charge charge;
 	struct gpuslice_acquire acquire;
 	struct gpuslice_release release;
+	struct gpuslice_wait wait;
 };
 
 static bool gs_admin_ioctl(unsigned int cmd)
@@ -98,6 +99,8 @@ static int gs_dispatch(struct gs_client *cl, unsigned int cmd,
 		return gs_acquire(cl, &a->acquire);
 	case GPUSLICE_IOC_RELEASE:
 		return gs_release(cl, &a->release);
+	case GPUSLICE_IOC_WAIT:
+		return gs_wait(cl, &a->wait);
 	}
 	return -ENOTTY;
 }
@@ -114,6 +117,7 @@ static bool gs_known_ioctl(unsigned int cmd)
 	case GPUSLICE_IOC_MEMINFO:
 	case GPUSLICE_IOC_ACQUIRE:
 	case GPUSLICE_IOC_RELEASE:
+	case GPUSLICE_IOC_WAIT:
 		return true;
 	}
 	return gs_admin_ioctl(cmd);

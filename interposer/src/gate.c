@@ -26,11 +26,11 @@
  *  1. the fence: cuCtxSynchronize on each context the process launched
  *     in since the last fence, so that what it queued in its slice has
  *     run before it lets the card go and, as long as it waits, before it
- *     queues anything more. In module mode what was queued when the slice
- *     ended still runs in the next one; without the module the card waits
- *     for the fence (the drain) and the overrun is the vGPU's debt
- *     (sched_file.c, kmod/core), and a fencer thread fences at the
- *     slice's end whether the application launches again or not;
+ *     queues anything more. The card waits for the fence (the drain:
+ *     ACQUIRE_HOLD in module mode, the slot's hold in the schedule file)
+ *     and the overrun is the vGPU's debt (kmod/core), and a fencer thread
+ *     fences at the slice's end whether the application launches again
+ *     or not;
  *  2. RELEASE with RELEASE_IDLE and the busy time: from the first launch
  *     of each slice to the slice's end, and for the last one to the
  *     fence's end when the fence had work to wait for. A span, not engine
@@ -216,6 +216,7 @@ static void resolve_card_locked(struct gs_card *c)
 	} else {
 		state = GS_GATE_CARD_GATED;
 		pthread_mutex_init(&g->lock, NULL);
+		pthread_cond_init(&g->fence_cv, NULL);
 		g->kc = kc;
 		g->id = (int32_t)kc->att.id;
 		g->page = kc->page;
@@ -375,6 +376,71 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
 	g->active = true;
 }
 
+/* The module's file of a gated card, -1 without the module. */
+static int kmod_fd(const struct gs_gate_card *g)
+{
+	return g->kc ? g->kc->fd : -1;
+}
+
+/*
+ * ACQUIRE with flags, HOLD added unless the module is too old for it;
+ * 0 or an errno. EINTR is the caller's to retry.
+ */
+static int kmod_acquire(struct gs_gate_card *g, uint32_t flags,
+			struct gpuslice_acquire *a)
+{
+	int fd = kmod_fd(g);
+
+	for (;;) {
+		memset(a, 0, sizeof(*a));
+		a->card = (__u32)g->kc->card;
+		a->flags = flags | (g->no_hold ? 0 : GPUSLICE_ACQUIRE_HOLD);
+		if (fd < 0)
+			return EBADF;
+		if (ioctl(fd, GPUSLICE_IOC_ACQUIRE, a) == 0)
+			return 0;
+		if (errno != EINVAL || g->no_hold)
+			return errno;
+		/* A module before ACQUIRE_HOLD: its card never waits for us. */
+		g->no_hold = true;
+	}
+}
+
+/*
+ * Module mode, a slice of ours we did not acquire: say we hold it, so
+ * that its end waits for our fence. Not ours any more: the launch goes
+ * on anyway, as the page said it could.
+ */
+static void kmod_hold(struct gs_gate_card *g)
+{
+	struct gpuslice_acquire a;
+
+	kmod_acquire(g, GPUSLICE_ACQUIRE_NONBLOCK, &a);
+}
+
+/*
+ * Module mode: sleeps until the slice ending at end is over or was cut
+ * short (WAIT); an older module has no WAIT: until its end.
+ */
+static void kmod_wait_slice(struct gs_gate_card *g, uint64_t end)
+{
+	struct gpuslice_wait w = { .slice_end_ns = end };
+	struct timespec ts;
+
+	if (!g->no_wait && kmod_fd(g) >= 0) {
+		w.card = (__u32)g->kc->card;
+		if (ioctl(kmod_fd(g), GPUSLICE_IOC_WAIT, &w) == 0)
+			return;
+		if (errno == ENOTTY)
+			g->no_wait = true;
+	}
+	ts.tv_sec = (time_t)(end / 1000000000ULL);
+	ts.tv_nsec = (long)(end % 1000000000ULL);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+}
+
 /*
  * A launch in a slice of ours we did not acquire (the page says it is
  * ours); the card's lock held. No module: we hold the card in it as if
@@ -383,8 +449,12 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
 static void launch_in_found_slice_locked(struct gs_gate_card *g, uint64_t end,
 					 uint64_t now, CUcontext ctx)
 {
-	if (g->sf && __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) != end)
-		gs_sf_hold(g->sf);
+	if (__atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) != end) {
+		if (g->sf)
+			gs_sf_hold(g->sf);
+		else
+			kmod_hold(g);
+	}
 	launch_in_slice_locked(g, end, now, ctx);
 }
 
@@ -478,12 +548,13 @@ static void fence_and_release_locked(struct gs_gate_card *g, int fd)
 }
 
 /*
- * No module: the fencer. A thread per gated card that, once the process
- * launched in a slice, sleeps until the slice ends (or the page changes:
- * a high-priority neighbour cut it short), then fences and releases, so
- * that the card, which waits for our drain, passes on as soon as our
- * work has run, whether the application launches again or not. The
- * slow path still fences first when it gets there first.
+ * The fencer. A thread per gated card that, once the process launched in
+ * a slice, sleeps until the slice ends or is cut short by a high-priority
+ * neighbour (no module: the page's sequence changes, a futex; module:
+ * WAIT), then fences and releases, so that the card, which waits for our
+ * drain, passes on as soon as our work has run, whether the application
+ * launches again or not. The slow path still fences first when it gets
+ * there first.
  */
 static void *fencer_main(void *arg)
 {
@@ -496,14 +567,18 @@ static void *fencer_main(void *arg)
 	for (;;) {
 		while (!g->active)
 			pthread_cond_wait(&g->fence_cv, &g->lock);
-		seq = __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE);
+		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
+			      0;
 		if (!read_slice(g, &owner, &end) ||
 		    !may_run(g, owner, end, now_ns())) {
-			fence_and_release_locked(g, -1);
+			fence_and_release_locked(g, kmod_fd(g));
 			continue;
 		}
 		pthread_mutex_unlock(&g->lock);
-		gs_sf_page_wait(g->page, seq & ~1u, end);
+		if (g->sf)
+			gs_sf_page_wait(g->page, seq & ~1u, end);
+		else
+			kmod_wait_slice(g, end);
 		pthread_mutex_lock(&g->lock);
 	}
 	return NULL;
@@ -574,7 +649,7 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 	struct gpuslice_acquire a;
 	int32_t owner;
 	uint64_t end, now;
-	int fd, err;
+	int err;
 
 	pthread_mutex_lock(&g->lock);
 	/* Another thread may have acquired the slice meanwhile. */
@@ -584,24 +659,19 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
-	/* Only the forked child's handler changes it, with no thread about. */
-	fd = g->kc->fd;
 	if (g->active)
-		fence_and_release_locked(g, fd);
-	for (;;) {
-		memset(&a, 0, sizeof(a));
-		a.card = (__u32)g->kc->card;
-		if (fd >= 0 && ioctl(fd, GPUSLICE_IOC_ACQUIRE, &a) == 0)
-			break;
-		err = fd < 0 ? EBADF : errno;
-		if (err == EINTR)
-			continue;
+		fence_and_release_locked(g, kmod_fd(g));
+	while ((err = kmod_acquire(g, 0, &a)) == EINTR)
+		;
+	if (err) {
 		pthread_mutex_unlock(&g->lock);
 		return refuse(c, what,
 			      err == ENODEV ?
 			      "its vGPU was removed from " GPUSLICE_DEVICE :
 			      strerror(err));
 	}
+	if (!g->fencer)
+		start_fencer_locked(c);
 	__atomic_store_n(&g->acq_end, a.slice_end_ns, __ATOMIC_RELEASE);
 	/*
 	 * The kernel granted the slice: launch in it however little of it is

@@ -129,9 +129,11 @@ struct gs_gate_card {
 	/* The contexts launched in since the last fence: what it waits for. */
 	CUcontext ctx[GS_GATE_FENCE_CTXS];	/* ctx[0] atomic */
 	int nctx;
-	/* No module: the thread that fences at the slice's end. */
+	/* The thread that fences at the slice's end. */
 	pthread_cond_t fence_cv;	/* signalled when active turns on */
 	bool fencer;			/* started in this process */
+	/* Module mode, an older module: no ACQUIRE_HOLD, no WAIT. */
+	bool no_hold, no_wait;
 };
 
 /* A card of this container: its cap, its ledger and its compute gate. */

@@ -142,16 +142,17 @@ int gs_owner(const struct gs_card *c);
 u64 gs_slice_end(const struct gs_card *c);
 
 /*
- * Draining (callers that fence their work at slice ends: the shim's
- * no-module mode). gs_vgpu_hold(c, id, true) says vGPU id was granted a
- * slice and may have work queued in it. When its slice ends while it
+ * Draining (callers that fence their work at slice ends: the shim, over
+ * the schedule file or the module's ACQUIRE_HOLD). gs_vgpu_hold(c, id,
+ * true) says vGPU id was granted a slice and may have work queued in it.
+ * When its slice ends while it
  * holds, the card waits for it, at most GS_DRAIN_MAX_NS: gs_tick keeps it
  * the owner with its slice over (nobody may launch), and gs_vgpu_drained(c,
  * id, now), once its work has run, hands the card on at now. The time
  * past the slice's end is the vGPU's debt: its next slices are shortened
  * or skipped by as much, so that its share counts the time its work took,
  * not the time it was granted. A vGPU that never holds is never waited
- * for (the kernel module's callers today).
+ * for.
  */
 int gs_vgpu_hold(struct gs_card *c, int id, bool holding);
 

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "c531025f03b77af54c66e6843191583f6f6a0568999f7d15e1093e9d422f0194"
+const cSourcesHash = "8f3afa1a884cda872671f033bd5e923c4fd77515b49ac2ee94522af73d7f0129"

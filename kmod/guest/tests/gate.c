@@ -28,6 +28,8 @@ struct tenant {
 	const char *cg;
 	const char *quota;	/* GPU_CONTAINER_QUOTA_PERCENT, as the agent sets it */
 	const char *seconds;
+	const char *kernel_us;	/* NULL: KERNEL_US */
+	const char *depth;	/* NULL: DEPTH */
 	pid_t pid;
 	int out, in;
 	char buf[16384];
@@ -38,7 +40,8 @@ static void exec_tenant(const struct tenant *t)
 {
 	char quota[64];
 	const char *argv[] = { "/shim/bin/gstest", "tenant", t->seconds,
-			       KERNEL_US, DEPTH, "1", "go", NULL };
+			       t->kernel_us ? t->kernel_us : KERNEL_US,
+			       t->depth ? t->depth : DEPTH, "1", "go", NULL };
 	const char *envp[] = {
 		"PATH=/bin:/sbin", "LD_PRELOAD=/shim/lib/libgpuslice.so",
 		"LD_LIBRARY_PATH=/shim/lib", "GPU_IDX=0",
@@ -185,9 +188,26 @@ static const char *const cgs[NT] = { "gsgA", "gsgB", "gsgC" };
  * Runs one tenant per vGPU (quota[i] in cgs[i]), then checks each one's
  * engine share against expect[i] +- tol points.
  */
+static int scenario_shaped(const char *tag, uint32_t policy, int nvgpu,
+			   const uint32_t *quota, int ntenant,
+			   const double *expect, int flags, double tol,
+			   const char *const *kernel_us,
+			   const char *const *depth);
+
 static int scenario(const char *tag, uint32_t policy, int nvgpu,
 		    const uint32_t *quota, int ntenant, const double *expect,
 		    int flags, double tol)
+{
+	return scenario_shaped(tag, policy, nvgpu, quota, ntenant, expect,
+			       flags, tol, NULL, NULL);
+}
+
+/* As scenario, tenant i launching kernels of kernel_us[i], depth[i] deep. */
+static int scenario_shaped(const char *tag, uint32_t policy, int nvgpu,
+			   const uint32_t *quota, int ntenant,
+			   const double *expect, int flags, double tol,
+			   const char *const *kernel_us,
+			   const char *const *depth)
 {
 	struct tenant ts[NT];
 	char qs[NT][8];
@@ -202,6 +222,8 @@ static int scenario(const char *tag, uint32_t policy, int nvgpu,
 		ts[i].cg = cgs[i];
 		ts[i].quota = qs[i];
 		ts[i].seconds = SECONDS;
+		ts[i].kernel_us = kernel_us ? kernel_us[i] : NULL;
+		ts[i].depth = depth ? depth[i] : NULL;
 	}
 	if (run_tenants(ts, ntenant) < 0)
 		return -1;
@@ -270,6 +292,22 @@ static int t_weighted(void)
 	static const double e[NT] = { 25, 25, 50 };
 
 	return scenario("p4", GPUSLICE_POLICY_WEIGHTED, 3, q, 3, e, 0, 10);
+}
+
+/*
+ * Kernels of different shapes: the 25 % tenant's are twice a slice long
+ * (they cannot be cut), the others' short, one of them 8 deep. Without the
+ * drain the long kernels run on through the neighbours' slices.
+ */
+static int t_weighted_mixed(void)
+{
+	static const uint32_t q[NT] = { 5, 5, 10 };
+	static const double e[NT] = { 25, 25, 50 };
+	static const char *const k[NT] = { "40000", "500", "2000" };
+	static const char *const d[NT] = { "2", "2", "8" };
+
+	return scenario_shaped("p4mixed", GPUSLICE_POLICY_WEIGHTED, 3, q, 3, e,
+			       0, 10, k, d);
 }
 
 static int t_fixed(void)
@@ -343,6 +381,7 @@ int main(void)
 		}
 	}
 	gs_run("weighted_5_5_10", t_weighted);
+	gs_run("weighted_mixed_shapes", t_weighted_mixed);
 	gs_run("fixed_30_70", t_fixed);
 	gs_run("fixed_lone_30", t_fixed_lone);
 	gs_run("native_ungated", t_native);

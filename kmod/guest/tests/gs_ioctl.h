@@ -188,6 +188,18 @@ static inline int gs_release(int fd, uint32_t card, uint32_t flags,
 	return ioctl(fd, GPUSLICE_IOC_RELEASE, &r);
 }
 
+static inline int gs_wait_slice(int fd, uint32_t card, uint32_t flags,
+				uint64_t slice_end_ns)
+{
+	struct gpuslice_wait w;
+
+	memset(&w, 0, sizeof(w));
+	w.card = card;
+	w.flags = flags;
+	w.slice_end_ns = slice_end_ns;
+	return ioctl(fd, GPUSLICE_IOC_WAIT, &w);
+}
+
 /* ------------------------------------------------------------------ */
 /* The schedule page */
 

@@ -102,6 +102,13 @@ struct gpuslice_charge {
 };
 
 #define GPUSLICE_ACQUIRE_NONBLOCK	(1U << 0)	/* -EAGAIN, not sleep */
+/*
+ * The caller fences its work at the slice's end and then RELEASEs: the
+ * card waits for that RELEASE (at most 100 ms past the slice's end)
+ * before the next slice begins, and the time past the end is owed by the
+ * vGPU's later slices. Without it the card moves on at the slice's end.
+ */
+#define GPUSLICE_ACQUIRE_HOLD		(1U << 1)
 
 struct gpuslice_acquire {
 	__u32 card;		/* in */
@@ -118,6 +125,18 @@ struct gpuslice_release {
 	__u32 card;		/* in */
 	__u32 flags;		/* in: GPUSLICE_RELEASE_* */
 	__u64 busy_ns;		/* in: GPU time used since the last report */
+};
+
+/*
+ * Sleeps while the card's current slice is the one ending at slice_end_ns
+ * (ACQUIRE's answer) and it has not ended: returns 0 at its end, or as
+ * soon as it was cut short (a high-priority vGPU took the card) or the
+ * card moved on. A holder's fencer waits here for the moment to fence.
+ */
+struct gpuslice_wait {
+	__u32 card;		/* in */
+	__u32 flags;		/* in: zero */
+	__u64 slice_end_ns;	/* in: CLOCK_MONOTONIC */
 };
 
 /*
@@ -159,5 +178,6 @@ struct gpuslice_sched_page {
 #define GPUSLICE_IOC_MEMINFO	_IOWR(GPUSLICE_IOC_MAGIC, 0x23, struct gpuslice_charge)
 #define GPUSLICE_IOC_ACQUIRE	_IOWR(GPUSLICE_IOC_MAGIC, 0x24, struct gpuslice_acquire)
 #define GPUSLICE_IOC_RELEASE	_IOW(GPUSLICE_IOC_MAGIC, 0x25, struct gpuslice_release)
+#define GPUSLICE_IOC_WAIT	_IOW(GPUSLICE_IOC_MAGIC, 0x26, struct gpuslice_wait)
 
 #endif /* _UAPI_LINUX_GPUSLICE_H */

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0 */
+/*
+ * drain: the card waits for a holder's fence. A file granted a slice with
+ * ACQUIRE_HOLD keeps the card past the slice's end until its RELEASE (at
+ * most 100 ms), its vGPU then owes the time past the end (its next units
+ * go to the neighbour); its close (kill -9) ends the hold at once. WAIT
+ * sleeps until the slice ends or is cut short; a high-priority vGPU's
+ * blocking ACQUIRE cuts a low-priority slice at once, after the holder's
+ * RELEASE when it holds. Orders are asserted exactly, times with margins
+ * for qemu TCG.
+ */
+#include "gstest.h"
+
+#define P "drain"
+#define C GPUSLICE_MODE_COMPUTE
+#define CARD 8
+#define SLICE (20 * MS)
+#define LONG_SLICE (100 * MS)
+
+struct dsh {
+	volatile uint64_t a_end, a_wait, a_rel, a_next;
+	volatile uint64_t b_start, b_grant;
+	volatile uint64_t h_start, h_grant;
+	volatile int a_go, b_waiting, stop;
+	volatile int overrun_ms;	/* A's hold past its slice's end */
+	volatile int release;		/* A releases (else it pauses) */
+	volatile int hold;		/* A acquires with ACQUIRE_HOLD */
+};
+
+static struct dsh *sh;
+
+static int open_attached(const char *cg, uint32_t card)
+{
+	struct gpuslice_attach a;
+	int fd;
+
+	if (gs_cg_enter(cg) < 0)
+		return -1;
+	fd = gs_open();
+	if (fd < 0 || gs_attach(fd, card, &a) < 0)
+		return -1;
+	return fd;
+}
+
+static void wait_flag(volatile int *flag, unsigned ms)
+{
+	for (unsigned i = 0; i < ms && !*flag; i++)
+		gs_sleep_ms(1);
+}
+
+/*
+ * A: acquires (with HOLD when sh->hold), waits for its slice's end, holds
+ * overrun_ms more, releases (or pauses until killed), then acquires once
+ * more and notes when that was granted.
+ */
+static int child_a(void *arg)
+{
+	uint64_t end = 0, t;
+	int fd = open_attached(arg, CARD);
+
+	T(fd >= 0, "attach A: %s", gs_errname(errno));
+	TOK(gs_acquire(fd, CARD, sh->hold ? GPUSLICE_ACQUIRE_HOLD : 0, 0, &end,
+		       NULL));
+	sh->a_end = end;
+	sh->a_go = 1;
+	TOK(gs_wait_slice(fd, CARD, 0, end));
+	t = gs_now();
+	sh->a_wait = t;
+	T(t >= end, "WAIT returned %.1f ms before the slice's end",
+	  (double)(end - t) / 1e6);
+	if (!sh->release)
+		for (;;)
+			pause();
+	gs_spin_until(end + (uint64_t)sh->overrun_ms * MS);
+	sh->a_rel = gs_now();
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
+	TOK(gs_acquire(fd, CARD, 0, 0, NULL, NULL));
+	sh->a_next = gs_now();
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
+	wait_flag(&sh->stop, 5000);
+	close(fd);
+	return 0;
+}
+
+/* B: once A holds, one blocking ACQUIRE, then busy slices until stop. */
+static int child_b(void *arg)
+{
+	uint64_t end = 0;
+	int fd = open_attached(arg, CARD);
+
+	T(fd >= 0, "attach B: %s", gs_errname(errno));
+	wait_flag(&sh->a_go, 5000);
+	sh->b_start = gs_now();
+	sh->b_waiting = 1;
+	TOK(gs_acquire(fd, CARD, 0, 0, &end, NULL));
+	sh->b_grant = gs_now();
+	/* Keeps its vGPU busy, so that A's debt is paid in B's favour. */
+	while (!sh->stop) {
+		gs_spin_until(end);
+		TOK(gs_release(fd, CARD, 0, 0));
+		TOK(gs_acquire(fd, CARD, 0, 0, &end, NULL));
+	}
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
+	close(fd);
+	return 0;
+}
+
+/* Two 50 % vGPUs, 4 units of 20 ms (a period: 80 ms) under policy 4. */
+static int setup_pair(void)
+{
+	uint64_t ca = gs_cg_create("gsdA"), cb = gs_cg_create("gsdB");
+
+	T(ca && cb, "cgroups");
+	gs_destroy_all(gs_fd);
+	TOK(gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_WEIGHTED, 4, SLICE, 0));
+	T(gs_vgpu_create(gs_fd, CARD, ca, 1 << 20, 50, 0, C) >= 0, "vGPU A");
+	T(gs_vgpu_create(gs_fd, CARD, cb, 1 << 20, 50, 0, C) >= 0, "vGPU B");
+	return 0;
+}
+
+static int run_pair(int hold, int release, int overrun_ms, pid_t *pa,
+		    pid_t *pb)
+{
+	memset(sh, 0, sizeof(*sh));
+	sh->hold = hold;
+	sh->release = release;
+	sh->overrun_ms = overrun_ms;
+	if (setup_pair() < 0)
+		return -1;
+	*pa = gs_spawn(child_a, "gsdA", 20);
+	*pb = gs_spawn(child_b, "gsdB", 20);
+	T(*pa > 0 && *pb > 0, "fork");
+	return 0;
+}
+
+static int t_hold_waits_for_release(void)
+{
+	pid_t pa, pb;
+
+	if (run_pair(1, 1, 60, &pa, &pb) < 0)
+		return -1;
+	wait_flag((volatile int *)&sh->a_next, 5000);
+	sh->stop = 1;
+	TJOIN(pa, 10000, "A");
+	TJOIN(pb, 10000, "B");
+	gs_info(P " hold: A released %.1f ms past its end; B granted %.1f ms "
+		"after that; A's next grant %.1f ms after its release",
+		(double)(sh->a_rel - sh->a_end) / 1e6,
+		((double)sh->b_grant - (double)sh->a_rel) / 1e6,
+		(double)(sh->a_next - sh->a_rel) / 1e6);
+	T(sh->b_grant >= sh->a_rel,
+	  "B was granted %.1f ms before the holder A released",
+	  (double)(sh->a_rel - sh->b_grant) / 1e6);
+	T(sh->b_grant - sh->a_rel < 40 * MS,
+	  "B granted %.1f ms after A's release (at once expected)",
+	  (double)(sh->b_grant - sh->a_rel) / 1e6);
+	/* 60 ms owed: A passes 3 of its units to B (20 ms without debt). */
+	T(sh->a_next - sh->a_rel >= 60 * MS,
+	  "A's next slice came %.1f ms after its 60 ms overrun: not paid",
+	  (double)(sh->a_next - sh->a_rel) / 1e6);
+	return 0;
+}
+
+static int t_no_hold_moves_on(void)
+{
+	pid_t pa, pb;
+
+	if (run_pair(0, 1, 60, &pa, &pb) < 0)
+		return -1;
+	wait_flag((volatile int *)&sh->a_next, 5000);
+	sh->stop = 1;
+	TJOIN(pa, 10000, "A");
+	TJOIN(pb, 10000, "B");
+	gs_info(P " no hold: B granted %.1f ms after A's slice's end",
+		((double)sh->b_grant - (double)sh->a_end) / 1e6);
+	T(sh->b_grant < sh->a_rel,
+	  "without ACQUIRE_HOLD the card waited for A's RELEASE");
+	return 0;
+}
+
+static int t_drain_bounded(void)
+{
+	pid_t pa, pb;
+
+	if (run_pair(1, 0, 0, &pa, &pb) < 0)
+		return -1;
+	wait_flag((volatile int *)&sh->b_grant, 5000);
+	gs_info(P " bounded: B granted %.1f ms after the end of the slice A "
+		"never released", ((double)sh->b_grant - (double)sh->a_end) / 1e6);
+	T(sh->b_grant, "B never granted while A held past its drain's bound");
+	T(sh->b_grant >= sh->a_end + 90 * MS,
+	  "B granted %.1f ms after A's end: the drain did not wait",
+	  ((double)sh->b_grant - (double)sh->a_end) / 1e6);
+	T(sh->b_grant < sh->a_end + 180 * MS,
+	  "B granted %.1f ms after A's end (100 ms bound)",
+	  ((double)sh->b_grant - (double)sh->a_end) / 1e6);
+	sh->stop = 1;
+	kill(pa, SIGKILL);
+	gs_wait(pa, 5000, NULL);
+	gs_forget(pa);
+	TJOIN(pb, 10000, "B");
+	return 0;
+}
+
+static int t_kill_ends_hold(void)
+{
+	uint64_t tk;
+	pid_t pa, pb;
+
+	if (run_pair(1, 0, 0, &pa, &pb) < 0)
+		return -1;
+	wait_flag((volatile int *)&sh->a_wait, 5000);
+	T(sh->a_wait, "A's WAIT never returned");
+	gs_sleep_ms(20);
+	T(!sh->b_grant, "B granted while A held its drained slice");
+	tk = gs_now();
+	kill(pa, SIGKILL);
+	gs_wait(pa, 5000, NULL);
+	gs_forget(pa);
+	wait_flag((volatile int *)&sh->b_grant, 2000);
+	gs_info(P " kill: B granted %.1f ms after A's kill -9",
+		((double)sh->b_grant - (double)tk) / 1e6);
+	T(sh->b_grant && sh->b_grant < tk + 60 * MS,
+	  "B granted %.1f ms after the holder was killed (at once expected)",
+	  ((double)sh->b_grant - (double)tk) / 1e6);
+	sh->stop = 1;
+	TJOIN(pb, 10000, "B");
+	return 0;
+}
+
+static int child_wait(void *arg)
+{
+	uint64_t end = 0, t;
+	int fd, fd2;
+
+	T(gs_cg_enter(arg) == 0, "enter");
+	fd = gs_open();
+	fd2 = gs_open();
+	T(fd >= 0 && fd2 >= 0, "open");
+	TE(gs_wait_slice(fd2, CARD, 0, gs_now() + SLICE), ENOTCONN);
+	TOK(gs_attach(fd, CARD, &(struct gpuslice_attach){ 0 }));
+	TE(gs_wait_slice(fd, CARD, 1, gs_now() + SLICE), EINVAL);
+	TE(gs_acquire(fd, CARD, 1U << 2, 0, NULL, NULL), EINVAL);
+	TOK(gs_acquire(fd, CARD, GPUSLICE_ACQUIRE_HOLD, 0, &end, NULL));
+	t = gs_now();
+	TOK(gs_wait_slice(fd, CARD, 0, end + 1));
+	T(gs_now() - t < 10 * MS, "WAIT on a slice not current slept");
+	TOK(gs_wait_slice(fd, CARD, 0, end));
+	t = gs_now();
+	T(t >= end && t < end + 30 * MS, "WAIT returned %.1f ms after the end",
+	  ((double)t - (double)end) / 1e6);
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
+	close(fd2);
+	close(fd);
+	return 0;
+}
+
+/* WAIT's answers; ACQUIRE refuses an unknown flag. */
+static int t_wait_ioctl(void)
+{
+	pid_t pid;
+
+	memset(sh, 0, sizeof(*sh));
+	if (setup_pair() < 0)
+		return -1;
+	pid = gs_spawn(child_wait, "gsdA", 10);
+	T(pid > 0, "fork");
+	TJOIN(pid, 8000, "W");
+	return 0;
+}
+
+/* L: a 100 ms slice with most of it left, then WAIT; a fence of 10 ms. */
+static int child_l(void *arg)
+{
+	uint32_t flags = sh->hold ? GPUSLICE_ACQUIRE_HOLD : 0;
+	uint64_t end = 0;
+	int fd = open_attached(arg, CARD);
+
+	T(fd >= 0, "attach L: %s", gs_errname(errno));
+	for (;;) {
+		TOK(gs_acquire(fd, CARD, flags, 0, &end, NULL));
+		if (end > gs_now() + 70 * MS)
+			break;
+		TOK(gs_wait_slice(fd, CARD, 0, end));
+		TOK(gs_release(fd, CARD, 0, 0));
+	}
+	sh->a_end = end;
+	sh->a_go = 1;
+	TOK(gs_wait_slice(fd, CARD, 0, end));
+	sh->a_wait = gs_now();
+	gs_sleep_ms(10);
+	sh->a_rel = gs_now();
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
+	wait_flag(&sh->stop, 5000);
+	close(fd);
+	return 0;
+}
+
+static int child_h(void *arg)
+{
+	int fd = open_attached(arg, CARD);
+
+	T(fd >= 0, "attach H: %s", gs_errname(errno));
+	wait_flag(&sh->a_go, 5000);
+	gs_sleep_ms(10);
+	sh->h_start = gs_now();
+	TOK(gs_acquire(fd, CARD, 0, 0, NULL, NULL));
+	sh->h_grant = gs_now();
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
+	close(fd);
+	return 0;
+}
+
+static int preempt(int hold)
+{
+	uint64_t cl = gs_cg_create("gsdL"), ch = gs_cg_create("gsdH");
+	pid_t pl, ph;
+
+	memset(sh, 0, sizeof(*sh));
+	sh->hold = hold;
+	T(cl && ch, "cgroups");
+	gs_destroy_all(gs_fd);
+	TOK(gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_WEIGHTED, 2, LONG_SLICE,
+			0));
+	T(gs_vgpu_create(gs_fd, CARD, cl, 1 << 20, 50, 0, C) >= 0, "vGPU L");
+	T(gs_vgpu_create(gs_fd, CARD, ch, 1 << 20, 50, 1, C) >= 0, "vGPU H");
+	ph = gs_spawn(child_h, "gsdH", 20);
+	pl = gs_spawn(child_l, "gsdL", 20);
+	T(pl > 0 && ph > 0, "fork");
+	TJOIN(ph, 10000, "H");
+	sh->stop = 1;
+	TJOIN(pl, 10000, "L");
+	gs_info(P " preempt (hold %d): H waited %.1f ms, L's slice had %.1f ms "
+		"left, L's WAIT returned %.1f ms after H asked", hold,
+		(double)(sh->h_grant - sh->h_start) / 1e6,
+		((double)sh->a_end - (double)sh->h_start) / 1e6,
+		((double)sh->a_wait - (double)sh->h_start) / 1e6);
+	T(sh->h_grant < sh->a_end,
+	  "H waited for the end of L's slice: not preempted");
+	T(sh->a_wait < sh->a_end, "L's WAIT slept to the end of a cut slice");
+	if (hold)
+		T(sh->h_grant >= sh->a_rel,
+		  "H granted %.1f ms before the holder L released",
+		  ((double)sh->a_rel - (double)sh->h_grant) / 1e6);
+	else
+		T(sh->h_grant - sh->h_start < 40 * MS,
+		  "H waited %.1f ms for a slice L did not hold",
+		  (double)(sh->h_grant - sh->h_start) / 1e6);
+	return 0;
+}
+
+static int t_preempt_holder(void)
+{
+	return preempt(1);
+}
+
+static int t_preempt_nonholder(void)
+{
+	return preempt(0);
+}
+
+int main(void)
+{
+	gs_init(P, 100);
+	sh = gs_shm(sizeof(*sh));
+	gs_run("wait_ioctl", t_wait_ioctl);
+	gs_run("hold_waits_for_release", t_hold_waits_for_release);
+	gs_run("no_hold_moves_on", t_no_hold_moves_on);
+	gs_run("drain_bounded", t_drain_bounded);
+	gs_run("kill_ends_hold", t_kill_ends_hold);
+	gs_run("preempt_holder", t_preempt_holder);
+	gs_run("preempt_nonholder", t_preempt_nonholder);
+	return gs_finish();
+}
