@@ -10,4 +10,4 @@ package cabi
 //go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
 
 // cSourcesHash is the SHA-256 of gpuslice.h (testenv.CheckCSourcesHash).
-const cSourcesHash = "1ca68bc85e2b7776893957a42023d1430f7f57cfa9cf01e7d812fe8dc25c894b"
+const cSourcesHash = "3b5bf024af9caffc369ce77826c6ef0b157d7de22e8f5d0e28be7b14b41e2d3d"
