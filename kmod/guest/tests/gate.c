@@ -5,11 +5,13 @@
  * all on one simulated engine through one shared state file) launch 2 ms
  * kernels back to back, two in flight, each in the cgroup of its compute
  * vGPU, started together; the engine time each got (simcudaEngineStats)
- * is its share. Expected: policy 4 with 5/5/10 -> 25/25/50; policy 1 with
- * 30/70 -> 30/70, and a lone 30 % tenant no more than about 30 % of wall
- * time; policy 0 -> ungated: about a third each, no ACQUIRE at all; a
- * vGPU removed under a running tenant -> its next slice's launch fails
- * with CUDA_ERROR_NOT_PERMITTED, never runs ungated. Slices are 20 ms
+ * is its share. Expected: policy 4 with 5/5/10 -> 25/25/50, also with
+ * kernels of different shapes (the drain); policy 1 with 30/70 -> 30/70,
+ * and a lone 30 % tenant no more than about 30 % of wall time; policy 5
+ * with 30/0/0 -> 30/35/35; policy 6 with 5/5/10 and the third tenant
+ * absent -> 50/50; policy 0 -> ungated: about a third each, no ACQUIRE
+ * at all; a vGPU removed under a running tenant -> its next slice's
+ * launch fails with CUDA_ERROR_NOT_PERMITTED, never runs ungated. Slices are 20 ms
  * (qemu TCG is about 10 times slower than a real machine), tolerances +-10
  * points. run.sh packs the shim, the simulator and gstest under /shim.
  */
@@ -328,6 +330,25 @@ static int t_fixed_lone(void)
 			10);
 }
 
+/* Policy 5: the 30 % tenant its share, the quota-0 ones the rest. */
+static int t_hybrid(void)
+{
+	static const uint32_t q[NT] = { 30, 0, 0 };
+	static const double e[NT] = { 30, 35, 35 };
+
+	return scenario("p5", GPUSLICE_POLICY_HYBRID, 3, q, 3, e, 0, 10);
+}
+
+/* Policy 6: an idle vGPU's units go to the busy ones (5/5/10 -> 50/50). */
+static int t_weak_idle(void)
+{
+	static const uint32_t q[NT] = { 5, 5, 10 };
+	static const double e[2] = { 50, 50 };
+
+	return scenario("p6idle", GPUSLICE_POLICY_WEIGHTED_WEAK, 3, q, 2, e, 0,
+			10);
+}
+
 /* Policy 0: nothing gated, the engine's FIFO shares it about evenly. */
 static int t_native(void)
 {
@@ -384,6 +405,8 @@ int main(void)
 	gs_run("weighted_mixed_shapes", t_weighted_mixed);
 	gs_run("fixed_30_70", t_fixed);
 	gs_run("fixed_lone_30", t_fixed_lone);
+	gs_run("hybrid_30_0_0", t_hybrid);
+	gs_run("weighted_weak_one_idle", t_weak_idle);
 	gs_run("native_ungated", t_native);
 	gs_run("vgpu_removed_refused", t_removed);
 	return gs_finish();
