@@ -76,16 +76,39 @@ struct gs_card *gs_card_for_nvml(nvmlDevice_t dev)
 	return card_slot((int)index, (int)n);
 }
 
+/*
+ * The card of the last context each thread asked about. A context's device
+ * never changes while it lives, and its destruction (gs_card_forget_ctx,
+ * before the driver may hand its handle out again) makes every thread ask
+ * the driver anew: a gated launch then costs one driver call, not two.
+ */
+static unsigned int ctx_gen = 1;
+static __thread CUcontext tls_ctx;
+static __thread struct gs_card *tls_card;
+static __thread unsigned int tls_gen;
+
+void gs_card_forget_ctx(void)
+{
+	__atomic_add_fetch(&ctx_gen, 1, __ATOMIC_ACQ_REL);
+}
+
 struct gs_card *gs_current_card(CUcontext *ctx)
 {
+	unsigned int gen = __atomic_load_n(&ctx_gen, __ATOMIC_ACQUIRE);
 	CUdevice dev;
 
 	*ctx = NULL;
 	if (!gs_real.cuCtxGetCurrent || !gs_real.cuCtxGetDevice ||
-	    gs_real.cuCtxGetCurrent(ctx) != CUDA_SUCCESS || !*ctx ||
-	    gs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+	    gs_real.cuCtxGetCurrent(ctx) != CUDA_SUCCESS || !*ctx)
 		return NULL;	/* no context: the driver will say so */
-	return gs_card_for_device(dev);
+	if (*ctx == tls_ctx && gen == tls_gen)
+		return tls_card;
+	if (gs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+		return NULL;
+	tls_card = gs_card_for_device(dev);
+	tls_ctx = *ctx;
+	tls_gen = gen;
+	return tls_card;
 }
 
 /* The kernel module's ledger where the module is (or must be) used. */

@@ -155,6 +155,8 @@ struct gs_card *gs_card_for_nvml(nvmlDevice_t dev);
 void gs_gate_forget_ctx(CUcontext ctx);
 /* The card of the calling thread's current context, and the context. */
 struct gs_card *gs_current_card(CUcontext *ctx);
+/* A context is going away: gs_current_card forgets what it cached. */
+void gs_card_forget_ctx(void);
 /* The card's ledger, opened (and, in module mode, attached) on first use. */
 struct gs_ledger *gs_card_ledger(struct gs_card *c);
 /* Whether the kernel module keeps the ledgers (GPUSLICE_ENFORCE, /dev/gpuslice). */
