@@ -122,6 +122,22 @@ func TestFileGateFixed(t *testing.T) {
 	checkShares(t, specs, rs, []float64{30, 70})
 }
 
+// Policy 2 gives every vGPU one unit, whatever its quota.
+func TestFileGateAverage(t *testing.T) {
+	m := schedMachine(t, "2")
+	specs := []tenantSpec{{"a", "10"}, {"b", "40"}}
+	rs := finish(t, startTenants(m, tenantSeconds, specs...))
+	checkShares(t, specs, rs, []float64{50, 50})
+}
+
+// Policy 5: the 30 % vGPU gets its units, the quota-0 ones share the rest.
+func TestFileGateHybrid(t *testing.T) {
+	m := schedMachine(t, "5")
+	specs := []tenantSpec{{"a", "30"}, {"b", "0"}, {"c", "0"}}
+	rs := finish(t, startTenants(m, tenantSeconds, specs...))
+	checkShares(t, specs, rs, []float64{30, 35, 35})
+}
+
 // Policy 1 lends nothing: a lone 30 % tenant gets no more than its 30 %
 // of wall time (the rest of the card idles).
 func TestFileGateFixedAlone(t *testing.T) {

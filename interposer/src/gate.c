@@ -606,6 +606,8 @@ static void start_fencer_locked(struct gs_card *c)
 	if (err) {
 		gs_warn("card %d: no fencer thread (%s): slices end when this process launches again",
 			c->index, strerror(err));
+		/* Module: nobody would release at the slice's end; do not hold. */
+		g->no_hold = true;
 		return;
 	}
 	pthread_detach(t);
