@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuslice/gpuslice/internal/untrusted"
 )
 
 // The file layout Peek reads (interposer/src/ledger_file_layout.h; the
@@ -59,19 +61,18 @@ type Snapshot struct {
 // name a regular file (no symbolic link, no FIFO: a container controls
 // the directory); a file truncated while read gives an error, not a crash.
 func Peek(path string) (Snapshot, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-	if err != nil {
-		return Snapshot{}, &os.PathError{Op: "ledger peek", Path: path, Err: err}
+	f, fi, err := untrusted.OpenRegular(path)
+	switch {
+	case errors.Is(err, untrusted.ErrNotRegular):
+		return Snapshot{}, notLedger(path)
+	case err != nil:
+		return Snapshot{}, fmt.Errorf("ledger peek: %w", err)
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return Snapshot{}, &os.PathError{Op: "ledger peek", Path: path, Err: err}
+	defer f.Close()
+	if fi.Size() != peekFileSize {
+		return Snapshot{}, notLedger(path)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != peekFileSize {
-		return Snapshot{}, fmt.Errorf("ledger peek %s: not a ledger file of this version (want a regular file of %d bytes): %w",
-			path, peekFileSize, syscall.EINVAL)
-	}
+	fd := int(f.Fd())
 	mem, err := unix.Mmap(fd, 0, peekFileSize, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return Snapshot{}, &os.PathError{Op: "ledger peek: mmap", Path: path, Err: err}
@@ -82,6 +83,11 @@ func Peek(path string) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("ledger peek %s: %w", path, err)
 	}
 	return s, nil
+}
+
+func notLedger(path string) error {
+	return fmt.Errorf("ledger peek %s: not a ledger file of this version (want a regular file of %d bytes): %w",
+		path, peekFileSize, syscall.EINVAL)
 }
 
 // errTruncated is a fault on the mapping: the file shrank under us.

@@ -19,9 +19,9 @@ import "C"
 import (
 	"fmt"
 	"io"
-	"os"
-	"syscall"
 	"unsafe"
+
+	"github.com/gpuslice/gpuslice/internal/untrusted"
 )
 
 // Card is a schedule file's view of one card.
@@ -49,16 +49,11 @@ type VGPU struct {
 // name a regular file itself (not a link, nor a FIFO a container put in the
 // shared directory to hang its reader).
 func Read(path string) (*Card, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, _, err := untrusted.OpenRegular(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("schedfile: %w", err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("schedfile: %s: not a regular file (%s)", path, fi.Mode().Type())
-	}
 	buf, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
