@@ -137,7 +137,7 @@ static int t_hold_waits_for_release(void)
 {
 	pid_t pa, pb;
 
-	if (run_pair(1, 1, 60, &pa, &pb) < 0)
+	if (run_pair(1, 1, 30, &pa, &pb) < 0)
 		return -1;
 	wait_flag((volatile int *)&sh->a_next, 5000);
 	sh->stop = 1;
@@ -151,12 +151,13 @@ static int t_hold_waits_for_release(void)
 	T(sh->b_grant >= sh->a_rel,
 	  "B was granted %.1f ms before the holder A released",
 	  (double)(sh->a_rel - sh->b_grant) / 1e6);
-	T(sh->b_grant - sh->a_rel < 40 * MS,
+	/* Not at the drain's bound, 70 ms after the release. */
+	T(sh->b_grant - sh->a_rel < 60 * MS,
 	  "B granted %.1f ms after A's release (at once expected)",
 	  (double)(sh->b_grant - sh->a_rel) / 1e6);
-	/* 60 ms owed: A passes 3 of its units to B (20 ms without debt). */
-	T(sh->a_next - sh->a_rel >= 60 * MS,
-	  "A's next slice came %.1f ms after its 60 ms overrun: not paid",
+	/* 30 ms owed: A passes one unit to B (40 ms; 20 without debt). */
+	T(sh->a_next - sh->a_rel >= 35 * MS,
+	  "A's next slice came %.1f ms after its 30 ms overrun: not paid",
 	  (double)(sh->a_next - sh->a_rel) / 1e6);
 	return 0;
 }
@@ -247,7 +248,8 @@ static int child_wait(void *arg)
 	T(gs_now() - t < 10 * MS, "WAIT on a slice not current slept");
 	TOK(gs_wait_slice(fd, CARD, 0, end));
 	t = gs_now();
-	T(t >= end && t < end + 30 * MS, "WAIT returned %.1f ms after the end",
+	/* Not at the drain's bound (it holds), 100 ms after the end. */
+	T(t >= end && t < end + 60 * MS, "WAIT returned %.1f ms after the end",
 	  ((double)t - (double)end) / 1e6);
 	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
 	close(fd2);
