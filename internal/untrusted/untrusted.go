@@ -5,7 +5,7 @@
 package untrusted
 
 import (
-		"fmt"
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
