@@ -143,18 +143,26 @@ void gs_card_preempt(struct gs_kcard *card, u64 now)
 
 /*
  * att was granted a slice with ACQUIRE_HOLD: the card waits for its
- * RELEASE at the slice's end; card->lock held. Asserted at every grant,
- * as the core drops a hold whose drain ran out.
+ * RELEASE at the slice's end; card->lock held. A hold is of one slice
+ * (known by its start): once the card moved on (the drain's bound ran
+ * out), earlier holds lapse, so that a stopped process does not make the
+ * card wait at every later slice of its vGPU.
  */
 void gs_card_hold(struct gs_kcard *card, struct gs_attach *att)
 {
 	struct gs_kvgpu *kv = att->kv;
+	u64 start = card->core.slice_start;
 
 	if (kv->dead || kv->mode != GPUSLICE_MODE_COMPUTE ||
 	    !gs_card_gated(card))
 		return;
-	if (!att->holding) {
+	if (kv->hold_start != start) {
+		kv->hold_start = start;
+		kv->nholding = 0;
+	}
+	if (!att->holding || att->hold_start != start) {
 		att->holding = true;
+		att->hold_start = start;
 		kv->nholding++;
 	}
 	gs_vgpu_hold(&card->core, kv->id, true);
@@ -162,8 +170,9 @@ void gs_card_hold(struct gs_kcard *card, struct gs_attach *att)
 
 /*
  * att's work has run (RELEASE) or its file closed, at now; card->lock
- * held. The last holder of the vGPU ends its drain: the card passes on
- * now if it was waiting, and the time past the slice's end is owed.
+ * held. The last holder of the current slice ends the vGPU's drain: the
+ * card passes on now if it was waiting, and the time past the slice's
+ * end is owed. A lapsed hold ends nothing.
  */
 void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now)
 {
@@ -172,7 +181,10 @@ void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now)
 	if (!att->holding)
 		return;
 	att->holding = false;
-	if (--kv->nholding || kv->dead)
+	if (kv->dead || att->hold_start != kv->hold_start ||
+	    att->hold_start != card->core.slice_start)
+		return;
+	if (--kv->nholding)
 		return;
 	if (gs_vgpu_drained(&card->core, kv->id, now))
 		gs_card_kick(card);

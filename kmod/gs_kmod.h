@@ -44,7 +44,8 @@ struct gs_kvgpu {
 	/* card->lock: */
 	u32 nprocs;
 	u32 npending;
-	u32 nholding;		/* files holding the card (ACQUIRE_HOLD) */
+	u32 nholding;		/* files holding the slice of hold_start */
+	u64 hold_start;		/* the held slice (its start) */
 	u64 busy_ns;
 	u64 wait_ns;
 	u64 acquires;
@@ -73,6 +74,7 @@ struct gs_attach {
 	bool counted;		/* counted in kv->npending */
 	u32 nwaiting;		/* threads blocked in ACQUIRE */
 	bool holding;		/* granted with ACQUIRE_HOLD, no RELEASE since */
+	u64 hold_start;		/* the slice it holds (its start) */
 };
 
 /* An open /dev/gpuslice. */

@@ -34,7 +34,8 @@
  * fencer thread at the slice's end). Until then the core keeps the card
  * (at most GS_DRAIN_MAX_NS), so that the next owner's slice starts on an
  * empty engine, whole; the overrun is the vGPU's debt (kmod/core).
- * A dead process's hold ends with its slot.
+ * A hold is of the slice granted (hold_start): once the card moved on
+ * at the bound, it lapses. A dead process's hold ends with its slot.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -151,19 +152,26 @@ static void sf_expire(struct gs_sf_header *h, uint64_t now)
 	}
 }
 
-/* Does a process of entry v still hold the card for its drain? */
+/*
+ * Does a process of entry v still hold the current slice for its drain?
+ * A hold of an earlier slice lapsed when the card moved on (the drain's
+ * bound): a stopped process's hold must not make the card wait at every
+ * later slice of its vGPU.
+ */
 static bool sf_holders(const struct gs_sf_header *h, int v)
 {
 	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++)
 		if (h->slot[i].state == GS_SF_USED && h->slot[i].vgpu == v &&
-		    h->slot[i].holding)
+		    h->slot[i].holding &&
+		    h->slot[i].hold_start == h->core.slice_start)
 			return true;
 	return false;
 }
 
 /*
- * Slot s stops holding at now: the last holder of its vGPU ends the
- * vGPU's drain, and the card passes on when the slice was over.
+ * Slot s stops holding at now: the last holder of the current slice ends
+ * its vGPU's drain, and the card passes on when the slice was over. A
+ * lapsed hold ends nothing.
  */
 static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
 		      uint64_t now)
@@ -171,6 +179,8 @@ static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
 	if (!s->holding)
 		return;
 	s->holding = 0;
+	if (s->hold_start != h->core.slice_start)
+		return;
 	if (sf_entry_ok(h, s->vgpu) && !sf_holders(h, s->vgpu))
 		gs_vgpu_drained(&h->core, h->vgpu[s->vgpu].core_id, now);
 }
@@ -564,6 +574,7 @@ static void sf_hold_locked(struct gs_sf *sf, uint64_t now)
 	s->pending = 1;
 	s->holding = 1;
 	s->grant_end = gs_slice_end(&h->core);
+	s->hold_start = h->core.slice_start;
 	gs_vgpu_hold(&h->core, h->vgpu[sf->vgpu].core_id, true);
 	sf_note(h, sf->vgpu, now);
 }

@@ -70,7 +70,9 @@ struct gs_sf_slot {
 	uint32_t holding;		/* granted; its fence has not said
 					 * the work drained (the card waits) */
 	uint64_t grant_end;		/* the granted slice's end */
-	uint64_t pad1[3];
+	uint64_t hold_start;		/* the held slice's start: a hold
+					 * lapses when the card moved on */
+	uint64_t pad1[2];
 };
 
 struct gs_sf_header {

@@ -17,8 +17,13 @@
 #define SLICE (20 * MS)
 #define LONG_SLICE (100 * MS)
 
+#define NGRANTS 512
+
 struct dsh {
 	volatile uint64_t a_end, a_wait, a_rel, a_next;
+	volatile uint64_t a2_end, a2_rel;
+	volatile uint64_t b_grants[NGRANTS];
+	volatile int nb_grants;
 	volatile uint64_t b_start, b_grant;
 	volatile uint64_t h_start, h_grant;
 	volatile int a_go, b_waiting, stop;
@@ -99,6 +104,8 @@ static int child_b(void *arg)
 		gs_spin_until(end);
 		TOK(gs_release(fd, CARD, 0, 0));
 		TOK(gs_acquire(fd, CARD, 0, 0, &end, NULL));
+		if (sh->nb_grants < NGRANTS)
+			sh->b_grants[sh->nb_grants++] = gs_now();
 	}
 	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
 	close(fd);
@@ -257,6 +264,60 @@ static int child_wait(void *arg)
 	return 0;
 }
 
+/* A2: another process of A's vGPU; holds one slice and releases 5 ms in. */
+static int child_a2(void *arg)
+{
+	uint64_t end = 0;
+	int fd = open_attached(arg, CARD);
+
+	T(fd >= 0, "attach A2: %s", gs_errname(errno));
+	TOK(gs_acquire(fd, CARD, GPUSLICE_ACQUIRE_HOLD, 0, &end, NULL));
+	sh->a2_end = end;
+	TOK(gs_wait_slice(fd, CARD, 0, end));
+	gs_spin_until(end + 5 * MS);
+	sh->a2_rel = gs_now();
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
+	close(fd);
+	return 0;
+}
+
+/*
+ * A holder that stops (never releases) is passed over at the drain's
+ * bound, and its hold lapses: a later slice of its vGPU, held and
+ * released by another of its processes, hands the card on at that
+ * release, not 100 ms later.
+ */
+static int t_stopped_holder_lapses(void)
+{
+	uint64_t next = 0;
+	pid_t pa, pb, pa2;
+
+	if (run_pair(1, 0, 0, &pa, &pb) < 0)
+		return -1;
+	wait_flag((volatile int *)&sh->b_grant, 5000);
+	T(sh->b_grant, "B never granted past the stopped holder");
+	pa2 = gs_spawn(child_a2, "gsdA", 20);
+	T(pa2 > 0, "fork");
+	TJOIN(pa2, 10000, "A2");
+	gs_sleep_ms(150);
+	for (int i = 0; i < sh->nb_grants && !next; i++)
+		if (sh->b_grants[i] >= sh->a2_rel)
+			next = sh->b_grants[i];
+	sh->stop = 1;
+	kill(pa, SIGKILL);
+	gs_wait(pa, 5000, NULL);
+	gs_forget(pa);
+	TJOIN(pb, 10000, "B");
+	gs_info(P " stopped holder: A2 released %.1f ms past its end; B's next "
+		"grant %.1f ms after that", ((double)sh->a2_rel - (double)sh->a2_end) / 1e6,
+		((double)next - (double)sh->a2_rel) / 1e6);
+	T(next, "B never granted after A2's release");
+	T(next - sh->a2_rel < 60 * MS,
+	  "B granted %.1f ms after A2's release: the stopped A's lapsed hold "
+	  "kept the card waiting", (double)(next - sh->a2_rel) / 1e6);
+	return 0;
+}
+
 /* WAIT's answers; ACQUIRE refuses an unknown flag. */
 static int t_wait_ioctl(void)
 {
@@ -370,6 +431,7 @@ int main(void)
 	gs_run("no_hold_moves_on", t_no_hold_moves_on);
 	gs_run("drain_bounded", t_drain_bounded);
 	gs_run("kill_ends_hold", t_kill_ends_hold);
+	gs_run("stopped_holder_lapses", t_stopped_holder_lapses);
 	gs_run("preempt_holder", t_preempt_holder);
 	gs_run("preempt_nonholder", t_preempt_nonholder);
 	return gs_finish();

@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The scheduler core, from kmod/core. */
+#include "gs_sched.c"

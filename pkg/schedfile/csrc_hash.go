@@ -1,0 +1,15 @@
+package schedfile
+
+// Go's build cache does not notice edits to the C headers that
+// schedfile_c.c includes from interposer/src and kmod (golang/go#24355).
+// Their hash lives here, in a Go file of the package, so that updating it
+// rebuilds the package. TestCSourcesHash fails while it is stale;
+// regenerate it with
+//
+//	go generate ./pkg/schedfile
+//
+//go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
+
+// cSourcesHash is the SHA-256 of the C sources, concatenated in order
+// (see TestCSourcesHash and testenv.CheckCSourcesHash).
+const cSourcesHash = "db8a12afb621903acd1dc66e1692e92ef477fe27d51ab59c1cf466293a2c5da2"
