@@ -131,11 +131,20 @@ void gs_card_kick(struct gs_kcard *card)
 /*
  * A vGPU may have started waiting at now: a waiting high-priority vGPU
  * ends a low-priority slice at once (its owner drains first if it holds
- * the card); card->lock held.
+ * the card); card->lock held. A slice granted to a file without
+ * ACQUIRE_HOLD is kept to its end: that file was told it may run until
+ * then, and nothing would tell it otherwise.
  */
 void gs_card_preempt(struct gs_kcard *card, u64 now)
 {
-	if (!gs_card_gated(card) || !gs_preempt(&card->core, now))
+	int owner = gs_owner(&card->core);
+
+	if (!gs_card_gated(card))
+		return;
+	if (owner >= 0 && card->vgpu[owner] &&
+	    card->vgpu[owner]->promised_start == card->core.slice_start)
+		return;
+	if (!gs_preempt(&card->core, now))
 		return;
 	gs_tick(&card->core, now);
 	gs_card_kick(card);

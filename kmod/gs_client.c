@@ -277,6 +277,8 @@ static bool gs_may_run_now(struct gs_attach *att, bool hold, u64 *end,
 		*end = gs_slice_end(&card->core);
 		if (ok && hold)
 			gs_card_hold(card, att);
+		else if (ok)
+			kv->promised_start = card->core.slice_start;
 	}
 	spin_unlock_irqrestore(&card->lock, flags);
 	return ok;

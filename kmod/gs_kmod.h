@@ -46,6 +46,7 @@ struct gs_kvgpu {
 	u32 npending;
 	u32 nholding;		/* files holding the slice of hold_start */
 	u64 hold_start;		/* the held slice (its start) */
+	u64 promised_start;	/* a slice granted without ACQUIRE_HOLD */
 	u64 busy_ns;
 	u64 wait_ns;
 	u64 acquires;
