@@ -130,21 +130,13 @@ void gs_card_kick(struct gs_kcard *card)
 
 /*
  * A vGPU may have started waiting at now: a waiting high-priority vGPU
- * ends a low-priority slice at once (its owner drains first if it holds
- * the card); card->lock held. A slice granted to a file without
- * ACQUIRE_HOLD is kept to its end: that file was told it may run until
- * then, and nothing would tell it otherwise.
+ * ends an idle slice or one a low-priority vGPU holds at once (the holder
+ * drains first); card->lock held. A slice nobody holds is kept to its
+ * end: the page told its owner's processes they may run until then.
  */
 void gs_card_preempt(struct gs_kcard *card, u64 now)
 {
-	int owner = gs_owner(&card->core);
-
-	if (!gs_card_gated(card))
-		return;
-	if (owner >= 0 && card->vgpu[owner] &&
-	    card->vgpu[owner]->promised_start == card->core.slice_start)
-		return;
-	if (!gs_preempt(&card->core, now))
+	if (!gs_card_gated(card) || !gs_preempt(&card->core, now))
 		return;
 	gs_tick(&card->core, now);
 	gs_card_kick(card);
@@ -197,6 +189,34 @@ void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now)
 		return;
 	if (gs_vgpu_drained(&card->core, kv->id, now))
 		gs_card_kick(card);
+}
+
+/*
+ * att acquires with (hold) or without ACQUIRE_HOLD (delta 1, once per
+ * kind), or its file goes (delta -1); card->lock held. A vGPU whose files
+ * all acquire with ACQUIRE_HOLD is the shim's, whose fencers watch for a
+ * cut slice: the core may cut its slices before it holds them. One plain
+ * client (it runs until the end ACQUIRE or the page told it) and its
+ * slices are kept to their end unless held.
+ */
+void gs_card_acquirer(struct gs_kcard *card, struct gs_attach *att, bool hold,
+		      int delta)
+{
+	struct gs_kvgpu *kv = att->kv;
+	bool *seen = hold ? &att->holder : &att->plain;
+
+	if (delta > 0 && *seen)
+		return;
+	if (delta < 0 && !*seen)
+		return;
+	*seen = delta > 0;
+	if (hold)
+		kv->nholders += delta;
+	else
+		kv->nplain += delta;
+	if (!kv->dead && kv->mode == GPUSLICE_MODE_COMPUTE)
+		gs_vgpu_watch(&card->core, kv->id,
+			      kv->nholders && !kv->nplain);
 }
 
 /* The timer runs while the card is gated and a process may wait on it. */

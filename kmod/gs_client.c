@@ -59,6 +59,8 @@ static void gs_detach(struct gs_attach *att)
 		gs_card_work(card, kv, ktime_get_ns());
 	/* Its contexts died with it: nothing of its work is left to wait for. */
 	gs_card_unhold(card, att, ktime_get_ns());
+	gs_card_acquirer(card, att, true, -1);
+	gs_card_acquirer(card, att, false, -1);
 	spin_unlock_irq(&card->lock);
 	gs_card_retime(card);
 	gs_kvgpu_put(kv);
@@ -277,8 +279,6 @@ static bool gs_may_run_now(struct gs_attach *att, bool hold, u64 *end,
 		*end = gs_slice_end(&card->core);
 		if (ok && hold)
 			gs_card_hold(card, att);
-		else if (ok)
-			kv->promised_start = card->core.slice_start;
 	}
 	spin_unlock_irqrestore(&card->lock, flags);
 	return ok;
@@ -323,6 +323,7 @@ int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
 	/* Waiting is work: the vGPU is pending while any thread waits. */
 	spin_lock_irq(&card->lock);
 	kv->acquires++;
+	gs_card_acquirer(card, att, hold, 1);
 	att->nwaiting++;
 	gs_att_recount(att);
 	gs_card_work(card, kv, start);

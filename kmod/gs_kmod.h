@@ -46,7 +46,8 @@ struct gs_kvgpu {
 	u32 npending;
 	u32 nholding;		/* files holding the slice of hold_start */
 	u64 hold_start;		/* the held slice (its start) */
-	u64 promised_start;	/* a slice granted without ACQUIRE_HOLD */
+	u32 nholders;		/* files that ever acquired with ACQUIRE_HOLD */
+	u32 nplain;		/* files that ever acquired without it */
 	u64 busy_ns;
 	u64 wait_ns;
 	u64 acquires;
@@ -76,6 +77,7 @@ struct gs_attach {
 	u32 nwaiting;		/* threads blocked in ACQUIRE */
 	bool holding;		/* granted with ACQUIRE_HOLD, no RELEASE since */
 	u64 hold_start;		/* the slice it holds (its start) */
+	bool holder, plain;	/* acquired with / without ACQUIRE_HOLD */
 };
 
 /* An open /dev/gpuslice. */
@@ -108,6 +110,8 @@ void gs_card_kick(struct gs_kcard *card);
 void gs_card_preempt(struct gs_kcard *card, u64 now);
 void gs_card_hold(struct gs_kcard *card, struct gs_attach *att);
 void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now);
+void gs_card_acquirer(struct gs_kcard *card, struct gs_attach *att, bool hold,
+		      int delta);
 void gs_cards_free(void);
 
 /* gs_client.c */

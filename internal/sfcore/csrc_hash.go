@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "a0718e175ef10889afd5b9eaeafbc0723ff0f2fbbb18dba6fc6fc577596ff36f"
+const cSourcesHash = "653d0bfbe1b7b664cf955c9937957beb6158715ee9d0084026c771785c3a9e5b"

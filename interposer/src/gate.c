@@ -660,10 +660,13 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 	int err;
 
 	pthread_mutex_lock(&g->lock);
-	/* Another thread may have acquired the slice meanwhile. */
+	/*
+	 * Another thread may have acquired the slice meanwhile, or the card
+	 * came back to us while the fencer held the lock: held either way.
+	 */
 	if (read_slice(g, &owner, &end) &&
 	    may_run(g, owner, end, now = now_ns())) {
-		launch_in_slice_locked(g, end, now, ctx);
+		launch_in_found_slice_locked(g, end, now, ctx);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}

@@ -243,10 +243,13 @@ static void sf_recover(struct gs_sf_header *h)
 		if (e->state != GS_SF_USED)
 			continue;
 		id = gs_vgpu_add(&h->core, e->quota, e->high);
-		if (id < 0)
+		if (id < 0) {
 			e->state = 0;
-		else
-			e->core_id = id;
+			continue;
+		}
+		e->core_id = id;
+		/* Every process of the file is a shim's: its fencer watches. */
+		gs_vgpu_watch(&h->core, id, true);
 	}
 	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++) {
 		struct gs_sf_slot *s = &h->slot[i];
@@ -423,6 +426,8 @@ static int sf_entry_get(struct gs_sf *sf, uint64_t now)
 	id = gs_vgpu_add(&h->core, sf->quota, sf->high);
 	if (id < 0)
 		return id;	/* the core's errors are -errno values */
+	/* Every process of the file is a shim's: its fencer watches. */
+	gs_vgpu_watch(&h->core, id, true);
 	memset(&h->vgpu[free_v], 0, sizeof(h->vgpu[free_v]));
 	h->vgpu[free_v].core_id = id;
 	h->vgpu[free_v].quota = sf->quota;

@@ -264,6 +264,7 @@ int gs_vgpu_add(struct gs_card *c, u32 quota, u32 high)
 	v->last_work_ns = 0;
 	v->slices = 0;
 	v->holding = 0;
+	v->watches = 0;
 	v->debt_ns = 0;
 	v->overrun_ns = 0;
 	gs_account(c, v, true);
@@ -539,6 +540,14 @@ int gs_vgpu_hold(struct gs_card *c, int id, bool holding)
 	return 0;
 }
 
+int gs_vgpu_watch(struct gs_card *c, int id, bool watches)
+{
+	if (!gs_valid_id(c, id))
+		return -GS_ENOENT;
+	c->vgpu[id].watches = watches ? 1 : 0;
+	return 0;
+}
+
 bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 {
 	if (!gs_valid_id(c, id))
@@ -558,12 +567,22 @@ bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 
 bool gs_preempt(struct gs_card *c, u64 now)
 {
+	const struct gs_vgpu *o;
 	int i;
 
 	if (!c->started || !c->nhigh || now >= c->slice_end ||
-	    !gs_policy_has_priority(c->cfg.policy) ||
-	    (c->owner >= 0 && c->vgpu[c->owner].high))
+	    !gs_policy_has_priority(c->cfg.policy))
 		return false;
+	/*
+	 * The page told the owner's processes they may run until slice_end:
+	 * only a holder or processes that watch for the cut (and drain what
+	 * they queued) give the slice up early.
+	 */
+	if (c->owner >= 0) {
+		o = &c->vgpu[c->owner];
+		if (o->high || !(o->holding || o->watches))
+			return false;
+	}
 	for (i = 0; i < GS_MAX_VGPUS; i++) {
 		const struct gs_vgpu *v = &c->vgpu[i];
 

@@ -75,7 +75,8 @@ struct gs_vgpu {
 	u8 pending;		/* work waiting (last gs_vgpu_note_work) */
 	u8 worked;		/* gs_vgpu_note_work called at least once */
 	u8 holding;		/* work queued in its slice may still run */
-	u8 pad[2];
+	u8 watches;		/* its processes drain when a slice is cut */
+	u8 pad;
 	u32 nprocs;		/* processes holding the GPU */
 	u64 debt_ns;		/* overrun owed to its next slices */
 	u64 overrun_ns;		/* overrun charged in all (statistics) */
@@ -163,10 +164,19 @@ int gs_vgpu_hold(struct gs_card *c, int id, bool holding);
 bool gs_vgpu_drained(struct gs_card *c, int id, u64 now);
 
 /*
- * Priority: when a high-priority vGPU has work waiting and a low-priority
- * one owns the slice, ends that slice at now (the owner drains, if it
- * holds, and the card goes to the high-priority vGPU). Returns true when
- * it cut the slice short.
+ * vGPU id's processes watch for a cut slice and drain what they queued in
+ * it (the shim's fencers): gs_preempt may end its slices early, held or
+ * not yet held. Without it a slice the vGPU does not hold is kept to its
+ * end, as the page promised its processes. Off for a new vGPU.
+ */
+int gs_vgpu_watch(struct gs_card *c, int id, bool watches);
+
+/*
+ * Priority: when a high-priority vGPU has work waiting and the slice is
+ * idle, held by a low-priority vGPU (gs_vgpu_hold) or owned by one whose
+ * processes watch (gs_vgpu_watch), ends that slice at now (a holder
+ * drains first, and the card goes to the high-priority vGPU). Returns
+ * true when it cut the slice short.
  */
 bool gs_preempt(struct gs_card *c, u64 now);
 

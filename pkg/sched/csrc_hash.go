@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "8f3afa1a884cda872671f033bd5e923c4fd77515b49ac2ee94522af73d7f0129"
+const cSourcesHash = "a8178933940848ecb8fd92b88c43e7e1a46801b0a47a81cc6048f936c04af735"

@@ -106,20 +106,27 @@ func TestDebtSkipsUnits(t *testing.T) {
 	}
 }
 
+// A waiting high-priority vGPU cuts a slice a low-priority vGPU holds, or
+// one whose processes watch for the cut; any other slice was promised (the
+// page says until when) and is kept.
 func TestPreempt(t *testing.T) {
 	for _, tc := range []struct {
 		policy   Policy
 		ownerHi  bool
+		holds    bool
+		watches  bool
 		hpWaits  bool
 		wantsCut bool
 	}{
-		{WeightedPreemptive, false, true, true},
-		{WeightedPreemptive, false, false, false},
-		{WeightedPreemptive, true, true, false},
-		{Fixed, false, true, true},
-		{Native, false, true, false},
+		{WeightedPreemptive, false, true, false, true, true},
+		{WeightedPreemptive, false, false, false, true, false},
+		{WeightedPreemptive, false, false, true, true, true},
+		{WeightedPreemptive, false, true, false, false, false},
+		{WeightedPreemptive, true, true, true, true, false},
+		{Fixed, false, true, false, true, true},
+		{Native, false, true, true, true, false},
 	} {
-		t.Run(fmt.Sprintf("%v/ownerHigh=%v/hpWaits=%v", tc.policy, tc.ownerHi, tc.hpWaits), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/ownerHigh=%v/holds=%v/watches=%v/hpWaits=%v", tc.policy, tc.ownerHi, tc.holds, tc.watches, tc.hpWaits), func(t *testing.T) {
 			c := newCard(t, tc.policy, 20)
 			lo, err := c.AddVGPU(50, tc.ownerHi)
 			require.NoError(t, err)
@@ -130,17 +137,40 @@ func TestPreempt(t *testing.T) {
 			c.Tick(0)
 			if tc.policy != Native {
 				require.Equal(t, lo, c.Owner())
+				require.NoError(t, c.Hold(lo, tc.holds))
+				require.NoError(t, c.Watch(lo, tc.watches))
 			}
 			if tc.hpWaits {
 				require.NoError(t, c.NoteWork(hi, ms, true))
 			}
 			assert.Equal(t, tc.wantsCut, c.Preempt(ms))
-			if tc.wantsCut {
+			if tc.wantsCut && tc.holds {
 				assert.Equal(t, ms, c.SliceEnd())
-				assert.Equal(t, hi, c.Tick(ms))
+				// The holder drains first, then the card is hi's.
+				assert.Equal(t, lo, c.Tick(ms))
+				assert.True(t, c.Release(lo, 2*ms))
+				assert.Equal(t, hi, c.Owner())
+			} else if tc.wantsCut {
+				assert.Equal(t, hi, c.Tick(ms), "nothing to drain")
 			}
 		})
 	}
+}
+
+// An idle slice (no owner) is cut too.
+func TestPreemptIdleSlice(t *testing.T) {
+	c := newCard(t, Fixed, 20)
+	lo, err := c.AddVGPU(50, false)
+	require.NoError(t, err)
+	hi, err := c.AddVGPU(10, true)
+	require.NoError(t, err)
+	require.NoError(t, c.SetProcs(hi, 1))
+	c.Tick(0)
+	_ = lo
+	require.Equal(t, None, c.Owner(), "lo has no process: its unit idles")
+	require.NoError(t, c.NoteWork(hi, ms, true))
+	require.True(t, c.Preempt(ms))
+	assert.Equal(t, hi, c.Tick(ms))
 }
 
 // A tenant of the virtual-time engine below.

@@ -258,6 +258,16 @@ func (c *Card) Hold(id int, holding bool) error {
 	return nil
 }
 
+// Watch records that vGPU id's processes watch for a cut slice and drain
+// what they queued (the shim's fencers): Preempt may then end its slices
+// before it holds them. Off for a new vGPU.
+func (c *Card) Watch(id int, watches bool) error {
+	if rc := C.gs_vgpu_watch(&c.c, cid(id), C.bool(watches)); rc != 0 {
+		return errOf(rc)
+	}
+	return nil
+}
+
 // Release says vGPU id's work has drained at now. It reports whether that
 // ended a drain and began a new slice at now; the time past the slice's
 // end becomes the vGPU's debt.

@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "db8a12afb621903acd1dc66e1692e92ef477fe27d51ab59c1cf466293a2c5da2"
+const cSourcesHash = "20136d169780084bb82ef15cc05855060e32fb4861df4c79151652e76e58c638"

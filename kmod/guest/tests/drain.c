@@ -336,7 +336,7 @@ static int t_wait_ioctl(void)
 /* L: a 100 ms slice with most of it left, then WAIT; a fence of 10 ms. */
 static int child_l(void *arg)
 {
-	uint32_t flags = sh->hold ? GPUSLICE_ACQUIRE_HOLD : 0;
+	uint32_t flags = sh->hold ? GPUSLICE_ACQUIRE_HOLD : 0;	/* 1, 2 */
 	uint64_t end = 0;
 	int fd = open_attached(arg, CARD);
 
@@ -348,6 +348,9 @@ static int child_l(void *arg)
 		TOK(gs_wait_slice(fd, CARD, 0, end));
 		TOK(gs_release(fd, CARD, 0, 0));
 	}
+	/* 2: its hold ends, the slice stays its own (watched, not held). */
+	if (sh->hold == 2)
+		TOK(gs_release(fd, CARD, 0, 0));
 	sh->a_end = end;
 	sh->a_go = 1;
 	TOK(gs_wait_slice(fd, CARD, 0, end));
@@ -410,15 +413,29 @@ static int preempt(int hold)
 	T(sh->h_grant < sh->a_end,
 	  "H waited for the end of L's slice: not preempted");
 	T(sh->a_wait < sh->a_end, "L's WAIT slept to the end of a cut slice");
-	T(sh->h_grant >= sh->a_rel,
-	  "H granted %.1f ms before the holder L released",
-	  ((double)sh->a_rel - (double)sh->h_grant) / 1e6);
+	if (hold == 2)
+		T(sh->h_grant - sh->h_start < 40 * MS,
+		  "H waited %.1f ms for a slice nobody held",
+		  (double)(sh->h_grant - sh->h_start) / 1e6);
+	else
+		T(sh->h_grant >= sh->a_rel,
+		  "H granted %.1f ms before the holder L released",
+		  ((double)sh->a_rel - (double)sh->h_grant) / 1e6);
 	return 0;
 }
 
 static int t_preempt_holder(void)
 {
 	return preempt(1);
+}
+
+/*
+ * L's processes acquire with ACQUIRE_HOLD (they watch for a cut): a slice
+ * of L's not held at the moment is cut at once, with nothing to drain.
+ */
+static int t_preempt_watched(void)
+{
+	return preempt(2);
 }
 
 /* A slice granted without ACQUIRE_HOLD is kept to its end. */
@@ -438,6 +455,7 @@ int main(void)
 	gs_run("kill_ends_hold", t_kill_ends_hold);
 	gs_run("stopped_holder_lapses", t_stopped_holder_lapses);
 	gs_run("preempt_holder", t_preempt_holder);
+	gs_run("preempt_watched", t_preempt_watched);
 	gs_run("preempt_keeps_promise", t_preempt_keeps_promise);
 	return gs_finish();
 }
