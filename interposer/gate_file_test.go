@@ -122,6 +122,30 @@ func TestFileGateFixed(t *testing.T) {
 	checkShares(t, specs, rs, []float64{30, 70})
 }
 
+// A tenant that queues 64 kernels of 20 ms (1.28 s of work, far past the
+// drain's 100 ms bound) is held to its share by the launch budget: without
+// it, it took 93 % of the engine where 25 % was due.
+func TestFileGateLongDeepQueue(t *testing.T) {
+	m := schedMachine(t, "4")
+	specs := []tenantSpec{{"a", "5"}, {"b", "5"}, {"c", "10"}}
+	var ps []*proc
+	for i, s := range specs {
+		args := []string{"tenant", tenantSeconds, tenantKernel, tenantDepth, "1", "go"}
+		if i == 0 {
+			args = []string{"tenant", tenantSeconds, "20000", "64", "4", "go"}
+		}
+		ps = append(ps, m.container(s).start(args...))
+	}
+	for _, p := range ps {
+		p.await("ready", 30*time.Second)
+	}
+	for _, p := range ps {
+		_, err := p.stdin.Write([]byte("go\n"))
+		require.NoError(t, err)
+	}
+	checkShares(t, specs, finish(t, ps), []float64{25, 25, 50})
+}
+
 // Policy 2 gives every vGPU one unit, whatever its quota.
 func TestFileGateAverage(t *testing.T) {
 	m := schedMachine(t, "2")

@@ -79,6 +79,11 @@ func policyScenarios() []scenario {
 		{"p4-deep", "4", "weighted 5/5/10, 64 in flight on 4 streams",
 			[]tenant{deep("a", "5", k), deep("b", "5", k), deep("c", "10", k)},
 			[]float64{25, 25, 50}},
+		// 1.28 s of work in flight, far past the drain's 100 ms bound:
+		// held by the launch budget (92.9 % for a before it).
+		{"p4-long-deep", "4", "weighted 5/5/10, 20 ms (64 in flight) / 1 ms / 1 ms kernels",
+			[]tenant{deep("a", "5", 20000), busy("b", "5", k), busy("c", "10", k)},
+			[]float64{25, 25, 50}},
 	}
 }
 

@@ -62,6 +62,10 @@ int gs_gate_mode;
 #define GS_FENCE_WAITED_NS 100000ULL
 /* Refusals of one card logged at most once a second. */
 #define GS_REFUSAL_LOG_NS 1000000000ULL
+/* A budget this large admits anything: the limit is lifted. */
+#define GS_BUDGET_MAX 1024U
+/* A process's first slices admit this many launches (doubling). */
+#define GS_BUDGET_START 4U
 
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The gated cards, for the fork handler. */
@@ -101,6 +105,8 @@ static void gate_after_fork_child(void)
 		g->nctx = 0;
 		g->ctx[0] = NULL;
 		g->fencer = false;	/* threads do not survive a fork */
+		g->nlaunch = 0;
+		g->budget = GS_BUDGET_START;
 		if (g->sf)
 			gs_sf_after_fork_child(g->sf);
 	}
@@ -175,6 +181,7 @@ static int resolve_file_card(struct gs_card *c)
 	g->sf = sf;
 	g->id = info.id;
 	g->page = gs_sf_page(sf);
+	g->budget = GS_BUDGET_START;
 	if (ngated < GS_MAX_CARDS)
 		gated[ngated++] = g;
 	gs_info("card %d: kernel launches gated by the schedule file %s (vGPU %s as %d, quota %u%%, policy %u)",
@@ -221,6 +228,7 @@ static void resolve_card_locked(struct gs_card *c)
 		g->kc = kc;
 		g->id = (int32_t)kc->att.id;
 		g->page = kc->page;
+		g->budget = GS_BUDGET_START;
 		if (ngated < GS_MAX_CARDS)
 			gated[ngated++] = g;
 		gs_info("card %d: kernel launches gated by the module's schedule (vGPU %d, quota %u%%, policy %u)",
@@ -371,6 +379,7 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
 	}
 	if (!g->first_ns)
 		g->first_ns = now;
+	__atomic_add_fetch(&g->nlaunch, 1, __ATOMIC_RELAXED);
 	note_ctx_locked(g, ctx);
 	if (!g->active && g->fencer)
 		pthread_cond_signal(&g->fence_cv);
@@ -440,6 +449,31 @@ static void kmod_wait_slice(struct gs_gate_card *g, uint64_t end)
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
 	       EINTR)
 		;
+}
+
+/*
+ * Over its budget the process launches nothing more in this slice: it
+ * sleeps, the card's lock held, until the slice ends or is cut (the page's
+ * futex without the module, WAIT with it); the slow path then fences,
+ * releases and acquires the next one as usual.
+ */
+static void wait_out_slice_locked(struct gs_gate_card *g)
+{
+	int32_t owner;
+	uint64_t end;
+	uint32_t seq;
+
+	for (;;) {
+		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
+			      0;
+		if (!read_slice(g, &owner, &end) ||
+		    !may_run(g, owner, end, now_ns()))
+			return;
+		if (g->sf)
+			gs_sf_page_wait(g->page, seq & ~1u, end);
+		else
+			kmod_wait_slice(g, end);
+	}
 }
 
 /*
@@ -515,6 +549,59 @@ void gs_gate_forget_ctx(CUcontext ctx)
 }
 
 /*
+ * Admission. The drain charges what a slice's work runs past its end, at
+ * most 100 ms of it; a process that queues far more than a slice can run
+ * (20 ms kernels, 64 in flight) would still take its neighbours' time.
+ * So a slice admits a budget of launches: when the last fence found work
+ * running more than a slice past the slice's end, the budget is the
+ * launches of that slice scaled to what one slice runs (at least one);
+ * while fences find less, it doubles, and past GS_BUDGET_MAX it is lifted.
+ * A process starts at GS_BUDGET_START, so that its first slice cannot
+ * queue seconds of work before any fence has measured it (lifted after
+ * eight slices of short work). Kernel lengths are not known to the gate;
+ * the fence measures them.
+ */
+static void budget_update(struct gs_gate_card *g, uint32_t n, uint64_t spill)
+{
+	uint64_t slice = g->page ? __atomic_load_n(&g->page->slice_ns,
+						   __ATOMIC_RELAXED) : 0;
+	uint32_t b = __atomic_load_n(&g->budget, __ATOMIC_RELAXED);
+
+	if (!slice || !n)
+		return;
+	if (spill > slice) {
+		uint64_t fit = (uint64_t)n * slice / (slice + spill);
+
+		b = fit ? (uint32_t)fit : 1;
+	} else if (b) {
+		b = b >= GS_BUDGET_MAX / 2 ? 0 : b * 2;
+	}
+	__atomic_store_n(&g->budget, b, __ATOMIC_RELAXED);
+}
+
+/*
+ * One launch more in the slice; false when it is over the budget. A plain
+ * load and store, not a locked add: threads launching at the same moment
+ * may count one launch for two, which the budget, an estimate, tolerates,
+ * and the fast path stays free of bus locks.
+ */
+static inline bool within_budget(struct gs_gate_card *g)
+{
+	uint32_t n = __atomic_load_n(&g->nlaunch, __ATOMIC_RELAXED) + 1;
+	uint32_t b = __atomic_load_n(&g->budget, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&g->nlaunch, n, __ATOMIC_RELAXED);
+	return !b || n <= b;
+}
+
+static bool over_budget(const struct gs_gate_card *g)
+{
+	uint32_t b = __atomic_load_n(&g->budget, __ATOMIC_RELAXED);
+
+	return b && __atomic_load_n(&g->nlaunch, __ATOMIC_RELAXED) > b;
+}
+
+/*
  * The slice is over: fence the context's queued work, report it and
  * declare the queue empty. The card's lock held.
  */
@@ -532,6 +619,9 @@ static void fence_and_release_locked(struct gs_gate_card *g, int fd)
 		if (stop > g->first_ns)
 			busy += stop - g->first_ns;
 	}
+	budget_update(g, __atomic_exchange_n(&g->nlaunch, 0, __ATOMIC_RELAXED),
+		      t1 - t0 >= GS_FENCE_WAITED_NS && t1 > g->seen_end ?
+		      t1 - g->seen_end : 0);
 	rel.busy_ns = busy;
 	if (g->sf) {
 		/* The card waits for this (the drain) before passing on. */
@@ -628,8 +718,10 @@ static CUresult slow_path_file(struct gs_card *c, const char *what,
 	int err;
 
 	pthread_mutex_lock(&g->lock);
-	if (read_slice(g, &owner, &end) &&
-	    may_run(g, owner, end, now = now_ns())) {
+	if (over_budget(g))
+		wait_out_slice_locked(g);
+	else if (read_slice(g, &owner, &end) &&
+		 may_run(g, owner, end, now = now_ns())) {
 		launch_in_found_slice_locked(g, end, now, ctx);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
@@ -663,9 +755,12 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 	/*
 	 * Another thread may have acquired the slice meanwhile, or the card
 	 * came back to us while the fencer held the lock: held either way.
+	 * Over the budget: not in this slice.
 	 */
-	if (read_slice(g, &owner, &end) &&
-	    may_run(g, owner, end, now = now_ns())) {
+	if (over_budget(g))
+		wait_out_slice_locked(g);
+	else if (read_slice(g, &owner, &end) &&
+		 may_run(g, owner, end, now = now_ns())) {
 		launch_in_found_slice_locked(g, end, now, ctx);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
@@ -733,9 +828,12 @@ CUresult gs_gate_launch(const char *what)
 					    end &&
 				    __atomic_load_n(&g->ctx[0],
 						    __ATOMIC_RELAXED) == ctx,
-			    1))
-			return CUDA_SUCCESS;
-		return slice_begins(g, end, now, ctx);
+			    1)) {
+			if (__builtin_expect(within_budget(g), 1))
+				return CUDA_SUCCESS;
+		} else {
+			return slice_begins(g, end, now, ctx);
+		}
 	}
 	return g->sf ? slow_path_file(c, what, ctx) :
 		       slow_path(c, what, ctx);

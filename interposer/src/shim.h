@@ -134,6 +134,13 @@ struct gs_gate_card {
 	bool fencer;			/* started in this process */
 	/* Module mode, an older module: no ACQUIRE_HOLD, no WAIT. */
 	bool no_hold, no_wait;
+	/*
+	 * Admission: launches since the last fence (atomic), and how many a
+	 * slice admits (atomic, 0: any), set from what the last fence found
+	 * still running past the slice's end (gate.c, budget_update).
+	 */
+	uint32_t nlaunch;
+	uint32_t budget;
 };
 
 /* A card of this container: its cap, its ledger and its compute gate. */
