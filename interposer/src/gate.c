@@ -41,22 +41,21 @@
  *     runs ungated.
  *
  * Multi-threaded launches share the per-card state: the fast path only
- * reads it; what changes, changes under the card's lock, taken once per
- * slice and on the slow path.
+ * reads it (and counts launches for the budget); what changes, changes
+ * under the card's lock, taken once per slice and on the slow path.
+ *
+ * This file launches, fences and keeps the launch budget; gate_resolve.c
+ * decides which cards are gated, gate_kmod.c makes the module's calls.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "kmod.h"
+#include "gate_int.h"
 #include "sched_file.h"
-#include "shim.h"
-
-int gs_gate_mode;
 
 /* A fence that returned sooner found nothing of ours still running. */
 #define GS_FENCE_WAITED_NS 100000ULL
@@ -64,10 +63,6 @@ int gs_gate_mode;
 #define GS_REFUSAL_LOG_NS 1000000000ULL
 /* A budget this large admits anything: the limit is lifted. */
 #define GS_BUDGET_MAX 1024U
-/* A process's first slices admit this many launches (doubling). */
-#define GS_BUDGET_START 4U
-
-static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The gated cards, for the fork handler. */
 static struct gs_gate_card *gated[GS_MAX_CARDS];
 static int ngated;
@@ -117,179 +112,13 @@ static void register_fork_handler(void)
 	pthread_atfork(NULL, NULL, gate_after_fork_child);
 }
 
-/* The card's settings from the environment, NULL when not listed. */
-static const struct gs_card_config *card_config(const struct gs_card *c)
-{
-	const struct gs_config *cfg = gs_config();
-
-	for (int i = 0; i < cfg->ncards; i++)
-		if (cfg->cards[i].index == c->index)
-			return &cfg->cards[i];
-	return NULL;
-}
-
-/*
- * No module: the card's schedule file decides (sched_file.c). Only cards
- * with a GPU_POLICY are looked at; the file's card settings win over the
- * environment's. Returns the card's GS_GATE_CARD_* state.
- */
-static int resolve_file_card(struct gs_card *c)
-{
-	const struct gs_config *cfg = gs_config();
-	const struct gs_card_config *cc = card_config(c);
-	struct gs_gate_card *g = &c->gate;
-	struct gs_sf_want want;
-	struct gs_sf_info info;
-	struct gs_sf *sf;
-	char path[512], msg[512] = "";
-	int rc;
-
-	if (cfg->compute_invalid) {
-		gs_err("card %d: kernel launches are refused: %s", c->index,
-		       cfg->compute_err);
-		return GS_GATE_CARD_REFUSED;
-	}
-	if (!cc || cc->policy < 0)
-		return GS_GATE_CARD_UNGATED;
-	snprintf(path, sizeof(path), "%s/card%d.sched", cfg->sched_dir,
-		 c->index);
-	want.policy = (uint32_t)cc->policy;
-	want.max_inst = cfg->max_inst;
-	want.slice_ns = cfg->slice_ns;
-	want.quota = cc->quota;
-	want.high = cfg->high;
-	want.key = cfg->vgpu_key;
-	rc = gs_sf_open(path, &want, &sf, &info, msg, sizeof(msg));
-	if (rc < 0) {
-		gs_err("card %d: kernel launches are refused: %s (GPUSLICE_SCHED_DIR)",
-		       c->index, msg);
-		return GS_GATE_CARD_REFUSED;
-	}
-	if (info.differs)
-		gs_warn("card %d: the schedule file %s says policy %u, %u units of %llu ms; the environment's policy %u, %u units of %llu ms do not apply",
-			c->index, path, info.policy, info.max_inst,
-			(unsigned long long)(info.slice_ns / 1000000),
-			want.policy, want.max_inst,
-			(unsigned long long)(want.slice_ns / 1000000));
-	if (rc == 0) {
-		gs_info("card %d: kernel launches are not gated (quota %u%%, policy %u)",
-			c->index, want.quota, info.policy);
-		return GS_GATE_CARD_UNGATED;
-	}
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_cond_init(&g->fence_cv, NULL);
-	g->sf = sf;
-	g->id = info.id;
-	g->page = gs_sf_page(sf);
-	g->budget = GS_BUDGET_START;
-	if (ngated < GS_MAX_CARDS)
-		gated[ngated++] = g;
-	gs_info("card %d: kernel launches gated by the schedule file %s (vGPU %s as %d, quota %u%%, policy %u)",
-		c->index, path, cfg->vgpu_key, info.id, info.quota,
-		info.policy);
-	return GS_GATE_CARD_GATED;
-}
-
-/* Decides whether card c's launches are gated; resolve_lock held. */
-static void resolve_card_locked(struct gs_card *c)
-{
-	struct gs_gate_card *g = &c->gate;
-	const struct gs_kmod_card *kc;
-	struct gs_ledger *l;
-	int state;
-
-	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) !=
-	    GS_GATE_CARD_UNRESOLVED)
-		return;
-	if (!gs_use_module()) {
-		__atomic_store_n(&g->state, resolve_file_card(c),
-				 __ATOMIC_RELEASE);
-		return;
-	}
-	l = gs_card_ledger(c);
-	kc = gs_kmod_ledger_card(l);
-	if (!l) {
-		state = GS_GATE_CARD_REFUSED;
-		gs_err("card %d: kernel launches are refused: no vGPU is attached through " GPUSLICE_DEVICE " (see above)",
-		       c->index);
-	} else if (!kc || kc->att.mode != GPUSLICE_MODE_COMPUTE ||
-		   kc->att.policy == GPUSLICE_POLICY_NATIVE) {
-		state = GS_GATE_CARD_UNGATED;
-		if (kc)
-			gs_info("card %d: kernel launches are not gated (%s vGPU, policy %u)",
-				c->index,
-				kc->att.mode == GPUSLICE_MODE_COMPUTE ?
-					"compute" : "memory",
-				kc->att.policy);
-	} else {
-		state = GS_GATE_CARD_GATED;
-		pthread_mutex_init(&g->lock, NULL);
-		pthread_cond_init(&g->fence_cv, NULL);
-		g->kc = kc;
-		g->id = (int32_t)kc->att.id;
-		g->page = kc->page;
-		g->budget = GS_BUDGET_START;
-		if (ngated < GS_MAX_CARDS)
-			gated[ngated++] = g;
-		gs_info("card %d: kernel launches gated by the module's schedule (vGPU %d, quota %u%%, policy %u)",
-			c->index, g->id, kc->att.quota, kc->att.policy);
-		if (!g->page)
-			gs_warn("card %d: the schedule page cannot be mapped: every slice is checked with ACQUIRE",
-				c->index);
-	}
-	__atomic_store_n(&g->state, state, __ATOMIC_RELEASE);
-}
-
-/* No module: a card with a GPU_POLICY (or a malformed compute setting). */
-static bool file_gate_wanted(void)
-{
-	const struct gs_config *cfg = gs_config();
-
-	if (cfg->compute_invalid)
-		return true;
-	for (int i = 0; i < cfg->ncards; i++)
-		if (cfg->cards[i].policy > 0)
-			return true;
-	return false;
-}
-
-/*
- * Decides for every card the process sees, once the driver can say how
- * many there are (it can once a context exists, which a launch needs).
- */
-static int resolve(void)
+void gs_gate_track(struct gs_gate_card *g)
 {
 	static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-	int mode, n = 0, on = 0;
 
-	pthread_mutex_lock(&resolve_lock);
-	mode = __atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE);
-	if (mode != GS_GATE_UNKNOWN)
-		goto out;
-	if (!gs_enabled() || gs_config()->invalid ||
-	    (!gs_use_module() && !file_gate_wanted())) {
-		mode = GS_GATE_OFF;
-		goto store;
-	}
-	if (!gs_real.cuDeviceGetCount ||
-	    gs_real.cuDeviceGetCount(&n) != CUDA_SUCCESS)
-		goto out;	/* no driver yet: nothing can launch; ask again */
 	pthread_once(&fork_once, register_fork_handler);
-	for (int d = 0; d < n; d++) {
-		struct gs_card *c = gs_card_for_device(d);
-
-		if (c->index < 0)
-			continue;	/* not the container's: no vGPU */
-		resolve_card_locked(c);
-		if (c->gate.state != GS_GATE_CARD_UNGATED)
-			on = 1;
-	}
-	mode = on ? GS_GATE_ON : GS_GATE_OFF;
-store:
-	__atomic_store_n(&gs_gate_mode, mode, __ATOMIC_RELEASE);
-out:
-	pthread_mutex_unlock(&resolve_lock);
-	return mode;
+	if (ngated < GS_MAX_CARDS)
+		gated[ngated++] = g;
 }
 
 static CUresult refuse(struct gs_card *c, const char *what, const char *why)
@@ -386,71 +215,6 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
 	g->active = true;
 }
 
-/* The module's file of a gated card, -1 without the module. */
-static int kmod_fd(const struct gs_gate_card *g)
-{
-	return g->kc ? g->kc->fd : -1;
-}
-
-/*
- * ACQUIRE with flags, HOLD added unless the module is too old for it;
- * 0 or an errno. EINTR is the caller's to retry.
- */
-static int kmod_acquire(struct gs_gate_card *g, uint32_t flags,
-			struct gpuslice_acquire *a)
-{
-	int fd = kmod_fd(g);
-
-	for (;;) {
-		memset(a, 0, sizeof(*a));
-		a->card = (__u32)g->kc->card;
-		a->flags = flags | (g->no_hold ? 0 : GPUSLICE_ACQUIRE_HOLD);
-		if (fd < 0)
-			return EBADF;
-		if (ioctl(fd, GPUSLICE_IOC_ACQUIRE, a) == 0)
-			return 0;
-		if (errno != EINVAL || g->no_hold)
-			return errno;
-		/* A module before ACQUIRE_HOLD: its card never waits for us. */
-		g->no_hold = true;
-	}
-}
-
-/*
- * Module mode, a slice of ours we did not acquire: say we hold it, so
- * that its end waits for our fence. Not ours any more: the launch goes
- * on anyway, as the page said it could.
- */
-static void kmod_hold(struct gs_gate_card *g)
-{
-	struct gpuslice_acquire a;
-
-	kmod_acquire(g, GPUSLICE_ACQUIRE_NONBLOCK, &a);
-}
-
-/*
- * Module mode: sleeps until the slice ending at end is over or was cut
- * short (WAIT); an older module has no WAIT: until its end.
- */
-static void kmod_wait_slice(struct gs_gate_card *g, uint64_t end)
-{
-	struct gpuslice_wait w = { .slice_end_ns = end };
-	struct timespec ts;
-
-	if (!g->no_wait && kmod_fd(g) >= 0) {
-		w.card = (__u32)g->kc->card;
-		if (ioctl(kmod_fd(g), GPUSLICE_IOC_WAIT, &w) == 0)
-			return;
-		if (errno == ENOTTY)
-			g->no_wait = true;
-	}
-	ts.tv_sec = (time_t)(end / 1000000000ULL);
-	ts.tv_nsec = (long)(end % 1000000000ULL);
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-	       EINTR)
-		;
-}
-
 /*
  * Over its budget the process launches nothing more in this slice: it
  * sleeps, the card's lock held, until the slice ends or is cut (the page's
@@ -472,7 +236,7 @@ static void wait_out_slice_locked(struct gs_gate_card *g)
 		if (g->sf)
 			gs_sf_page_wait(g->page, seq & ~1u, end);
 		else
-			kmod_wait_slice(g, end);
+			gs_gate_kmod_wait_slice(g, end);
 	}
 }
 
@@ -488,7 +252,7 @@ static void launch_in_found_slice_locked(struct gs_gate_card *g, uint64_t end,
 		if (g->sf)
 			gs_sf_hold(g->sf);
 		else
-			kmod_hold(g);
+			gs_gate_kmod_hold(g);
 	}
 	launch_in_slice_locked(g, end, now, ctx);
 }
@@ -605,9 +369,8 @@ static bool over_budget(const struct gs_gate_card *g)
  * The slice is over: fence the context's queued work, report it and
  * declare the queue empty. The card's lock held.
  */
-static void fence_and_release_locked(struct gs_gate_card *g, int fd)
+static void fence_and_release_locked(struct gs_gate_card *g)
 {
-	struct gpuslice_release rel = { .flags = GPUSLICE_RELEASE_IDLE };
 	uint64_t t0 = now_ns(), t1, busy = g->busy_ns;
 
 	fence_locked(g);
@@ -622,14 +385,11 @@ static void fence_and_release_locked(struct gs_gate_card *g, int fd)
 	budget_update(g, __atomic_exchange_n(&g->nlaunch, 0, __ATOMIC_RELAXED),
 		      t1 - t0 >= GS_FENCE_WAITED_NS && t1 > g->seen_end ?
 		      t1 - g->seen_end : 0);
-	rel.busy_ns = busy;
-	if (g->sf) {
-		/* The card waits for this (the drain) before passing on. */
+	/* The card waits for this (the drain) before passing on. */
+	if (g->sf)
 		gs_sf_release(g->sf, busy);
-	} else if (fd >= 0) {
-		rel.card = (__u32)g->kc->card;
-		ioctl(fd, GPUSLICE_IOC_RELEASE, &rel);
-	}
+	else
+		gs_gate_kmod_release(g, busy);
 	g->busy_ns = 0;
 	g->first_ns = 0;
 	g->active = false;
@@ -667,14 +427,14 @@ static void *fencer_main(void *arg)
 			      0;
 		if (!read_slice(g, &owner, &end) ||
 		    !may_run(g, owner, end, now_ns())) {
-			fence_and_release_locked(g, kmod_fd(g));
+			fence_and_release_locked(g);
 			continue;
 		}
 		pthread_mutex_unlock(&g->lock);
 		if (g->sf)
 			gs_sf_page_wait(g->page, seq & ~1u, end);
 		else
-			kmod_wait_slice(g, end);
+			gs_gate_kmod_wait_slice(g, end);
 		pthread_mutex_lock(&g->lock);
 	}
 	return NULL;
@@ -704,52 +464,45 @@ static void start_fencer_locked(struct gs_card *c)
 }
 
 /*
- * The slow path over the schedule file (no module): fence and release
- * what an earlier slice left (the fencer usually did), then acquire. What
- * our work ran past a slice's end is the core's business (the drain and
- * the vGPU's debt, kmod/core), not ours.
+ * Waits for the vGPU's next slice, from the schedule file or the module:
+ * 0 and its end in *end, or an errno and *why for the refusal. EINTR is
+ * retried: a signal does not refuse a launch.
  */
-static CUresult slow_path_file(struct gs_card *c, const char *what,
-			       CUcontext ctx)
+static int acquire_slice(struct gs_gate_card *g, uint64_t *end,
+			 const char **why)
 {
-	struct gs_gate_card *g = &c->gate;
-	int32_t owner, id;
-	uint64_t start, end, now;
+	struct gpuslice_acquire a;
+	uint64_t start;
+	int32_t id;
 	int err;
 
-	pthread_mutex_lock(&g->lock);
-	if (over_budget(g))
-		wait_out_slice_locked(g);
-	else if (read_slice(g, &owner, &end) &&
-		 may_run(g, owner, end, now = now_ns())) {
-		launch_in_found_slice_locked(g, end, now, ctx);
-		pthread_mutex_unlock(&g->lock);
-		return CUDA_SUCCESS;
+	if (g->sf) {
+		err = -gs_sf_acquire(g->sf, &id, &start, end);
+		if (!err)	/* a recovered file may have renumbered them */
+			__atomic_store_n(&g->id, id, __ATOMIC_RELAXED);
+		*why = err ? strerror(err) : NULL;
+		return err;
 	}
-	if (g->active)
-		fence_and_release_locked(g, -1);
-	err = gs_sf_acquire(g->sf, &id, &start, &end);
-	if (err) {
-		pthread_mutex_unlock(&g->lock);
-		return refuse(c, what, strerror(-err));
-	}
-	if (!g->fencer)
-		start_fencer_locked(c);
-	/* A recovered file may have renumbered the vGPUs. */
-	__atomic_store_n(&g->id, id, __ATOMIC_RELAXED);
-	__atomic_store_n(&g->acq_end, end, __ATOMIC_RELEASE);
-	launch_in_slice_locked(g, end, now_ns(), ctx);
-	pthread_mutex_unlock(&g->lock);
-	return CUDA_SUCCESS;
+	while ((err = gs_gate_kmod_acquire(g, 0, &a)) == EINTR)
+		;
+	*end = a.slice_end_ns;
+	*why = err == ENODEV ? "its vGPU was removed from " GPUSLICE_DEVICE :
+			       err ? strerror(err) : NULL;
+	return err;
 }
 
+/*
+ * The slow path, both modes: fence and release what an earlier slice left
+ * (the fencer usually did), then acquire the next slice. What our work
+ * ran past a slice's end is the core's business (the drain and the
+ * vGPU's debt, kmod/core), not ours.
+ */
 static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 {
 	struct gs_gate_card *g = &c->gate;
-	struct gpuslice_acquire a;
+	const char *why;
 	int32_t owner;
 	uint64_t end, now;
-	int err;
 
 	pthread_mutex_lock(&g->lock);
 	/*
@@ -766,24 +519,19 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 		return CUDA_SUCCESS;
 	}
 	if (g->active)
-		fence_and_release_locked(g, kmod_fd(g));
-	while ((err = kmod_acquire(g, 0, &a)) == EINTR)
-		;
-	if (err) {
+		fence_and_release_locked(g);
+	if (acquire_slice(g, &end, &why)) {
 		pthread_mutex_unlock(&g->lock);
-		return refuse(c, what,
-			      err == ENODEV ?
-			      "its vGPU was removed from " GPUSLICE_DEVICE :
-			      strerror(err));
+		return refuse(c, what, why);
 	}
 	if (!g->fencer)
 		start_fencer_locked(c);
-	__atomic_store_n(&g->acq_end, a.slice_end_ns, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->acq_end, end, __ATOMIC_RELEASE);
 	/*
-	 * The kernel granted the slice: launch in it however little of it is
-	 * left, or a slow process would never launch at all.
+	 * The slice is granted: launch in it however little of it is left,
+	 * or a slow process would never launch at all.
 	 */
-	launch_in_slice_locked(g, a.slice_end_ns, now_ns(), ctx);
+	launch_in_slice_locked(g, end, now_ns(), ctx);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
 }
@@ -799,7 +547,7 @@ CUresult gs_gate_launch(const char *what)
 	int state;
 
 	if (mode == GS_GATE_UNKNOWN)
-		mode = resolve();
+		mode = gs_gate_resolve();
 	if (mode != GS_GATE_ON)
 		return CUDA_SUCCESS;
 	c = gs_current_card(&ctx);
@@ -808,9 +556,7 @@ CUresult gs_gate_launch(const char *what)
 	g = &c->gate;
 	state = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(state == GS_GATE_CARD_UNRESOLVED, 0)) {
-		pthread_mutex_lock(&resolve_lock);
-		resolve_card_locked(c);
-		pthread_mutex_unlock(&resolve_lock);
+		gs_gate_resolve_card(c);
 		state = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
 	}
 	if (state == GS_GATE_CARD_UNGATED)
@@ -835,8 +581,7 @@ CUresult gs_gate_launch(const char *what)
 			return slice_begins(g, end, now, ctx);
 		}
 	}
-	return g->sf ? slow_path_file(c, what, ctx) :
-		       slow_path(c, what, ctx);
+	return slow_path(c, what, ctx);
 }
 
 /*
@@ -849,7 +594,7 @@ CUresult gs_gate_multi(unsigned int ndev, const char *what)
 	int mode = __atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE);
 
 	if (mode == GS_GATE_UNKNOWN)
-		mode = resolve();
+		mode = gs_gate_resolve();
 	if (mode != GS_GATE_ON)
 		return CUDA_SUCCESS;
 	if (ndev <= 1)

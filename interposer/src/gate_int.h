@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals shared by the compute gate's files: gate.c (launching,
+ * fencing, the launch budget), gate_resolve.c (which cards are gated)
+ * and gate_kmod.c (the module's calls).
+ */
+#ifndef GPUSLICE_GATE_INT_H
+#define GPUSLICE_GATE_INT_H
+
+#include <stdint.h>
+
+#include "kmod.h"
+#include "shim.h"
+
+/* A process's first slices admit this many launches (doubling). */
+#define GS_BUDGET_START 4U
+
+/* gate.c: card g is gated; its state is reset in a forked child. */
+void gs_gate_track(struct gs_gate_card *g);
+
+/* gate_resolve.c */
+int gs_gate_resolve(void);
+void gs_gate_resolve_card(struct gs_card *c);
+
+/* gate_kmod.c */
+int gs_gate_kmod_fd(const struct gs_gate_card *g);
+int gs_gate_kmod_acquire(struct gs_gate_card *g, uint32_t flags,
+			 struct gpuslice_acquire *a);
+void gs_gate_kmod_hold(struct gs_gate_card *g);
+void gs_gate_kmod_wait_slice(struct gs_gate_card *g, uint64_t end);
+/* RELEASE with RELEASE_IDLE: our work drained, busy_ns of it. */
+void gs_gate_kmod_release(struct gs_gate_card *g, uint64_t busy_ns);
+
+#endif /* GPUSLICE_GATE_INT_H */
