@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the simulated GPU: processes of two containers share one
-# card, each container held to its own memory cap by libgpuslice.so.
+# card, each container held to its own memory cap by libgpuslice.so, then
+# two containers share its compute engine by their quotas.
 #   interposer/demo/demo.sh [BUILD_DIR]
 set -euo pipefail
 
@@ -68,3 +69,37 @@ run "$A" a3 256
 echo
 echo "== Outside any container (no shim) the whole card shows:"
 run "" host 256 256
+echo
+echo "== Compute: containers C (GPU_CONTAINER_QUOTA_PERCENT=30) and D (70) launch 1 ms kernels"
+echo "   back to back for 2 s, under policy 1 (fixed), without the kernel module: their shims"
+echo "   share the card's schedule file and run only in their own time slices."
+# What the agent adds for a compute quota in no-module mode.
+compute() {
+	local name=$1 quota=$2
+	echo "$(container "$name" 1024) GPUSLICE_ENFORCE=file GPU_POLICY=1" \
+		"GPU_CONTAINER_QUOTA_PERCENT=$quota GPUSLICE_VGPU=$name" \
+		"GPUSLICE_SCHED_DIR=$work/sched"
+}
+tenant() {
+	local name=$1 quota=$2
+	env $(compute "$name" "$quota") "$build/bin/gstest" tenant 2 1000 2 \
+		>"$work/$name.out" 2>&1 &
+	pids+=($!)
+}
+busy() { sed -n 's/^busy_ns=//p' "$work/$1.out"; }
+wall() { sed -n 's/^wall_ns=//p' "$work/$1.out"; }
+tenant C 30
+tenant D 70
+wait "${pids[-2]}" "${pids[-1]}"
+c=$(busy C) d=$(busy D)
+awk -v c="$c" -v d="$d" -v cw="$(wall C)" -v dw="$(wall D)" 'BEGIN {
+	printf "    C  quota 30 %%: %4.1f %% of the engine time used, %4.1f %% of its wall time\n", 100*c/(c+d), 100*c/cw
+	printf "    D  quota 70 %%: %4.1f %% of the engine time used, %4.1f %% of its wall time\n", 100*d/(c+d), 100*d/dw
+}'
+echo
+echo "== C alone: policy 1 lends nobody's units, so it still gets only its 30 % of the card:"
+tenant C 30
+wait "${pids[-1]}"
+awk -v c="$(busy C)" -v w="$(wall C)" 'BEGIN {
+	printf "    C  quota 30 %%, alone: %4.1f %% of its wall time\n", 100*c/w
+}'
