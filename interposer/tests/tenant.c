@@ -21,7 +21,8 @@
  * Prints key=value: launches, kernels and busy_ns (the engine time of its
  * own kernels, from simcuda's simcudaEngineStats; absent on another
  * driver), wall_ns (from the first launch to the end of the last kernel);
- * in the latency mode also lat_n and lat_p50_ns, lat_p99_ns, lat_max_ns
+ * in the latency mode also lat_n and lat_p50_ns, lat_p90_ns, lat_p99_ns,
+ * lat_max_ns
  * (nearest rank). On every driver, after those: kernel_ns (the requested
  * duration), kernel_param (the value passed: ns, or iterations with
  * iters_per_us), kernels_done (kernels known complete: all launched once
@@ -143,6 +144,7 @@ static void print_latencies(uint64_t *lat, size_t n)
 		return;
 	qsort(lat, n, sizeof(*lat), cmp_u64);
 	printf("lat_p50_ns=%llu\n", (unsigned long long)pctl(lat, n, 50));
+	printf("lat_p90_ns=%llu\n", (unsigned long long)pctl(lat, n, 90));
 	printf("lat_p99_ns=%llu\n", (unsigned long long)pctl(lat, n, 99));
 	printf("lat_max_ns=%llu\n", (unsigned long long)lat[n - 1]);
 }
