@@ -317,9 +317,11 @@ void gs_gate_forget_ctx(CUcontext ctx)
  * most 100 ms of it; a process that queues far more than a slice can run
  * (20 ms kernels, 64 in flight) would still take its neighbours' time.
  * So a slice admits a budget of launches: when the last fence found work
- * running more than a slice past the slice's end, the budget is the
- * launches of that slice scaled to what one slice runs (at least one);
- * while fences find less, it doubles, and past GS_BUDGET_MAX it is lifted.
+ * running more than two slices past the slice's end, the budget is the
+ * launches of that slice scaled to what one slice runs, but at most
+ * halved at a time (a fence made late by a busy CPU must not throttle a
+ * tenant whose kernels are short) and at least one; while fences find
+ * less, it doubles, and past GS_BUDGET_MAX it is lifted.
  * A process starts at GS_BUDGET_START, so that its first slice cannot
  * queue seconds of work before any fence has measured it (lifted after
  * eight slices of short work). Kernel lengths are not known to the gate;
@@ -333,10 +335,12 @@ static void budget_update(struct gs_gate_card *g, uint32_t n, uint64_t spill)
 
 	if (!slice || !n)
 		return;
-	if (spill > slice) {
+	if (spill > 2 * slice) {
 		uint64_t fit = (uint64_t)n * slice / (slice + spill);
 
-		b = fit ? (uint32_t)fit : 1;
+		/* At most halved at a time: one late fence is no verdict. */
+		b = fit > n / 2 ? (uint32_t)fit : n / 2;
+		b = b ? b : 1;
 	} else if (b) {
 		b = b >= GS_BUDGET_MAX / 2 ? 0 : b * 2;
 	}
