@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "653d0bfbe1b7b664cf955c9937957beb6158715ee9d0084026c771785c3a9e5b"
+const cSourcesHash = "46e336d1ef9e3b56d8cd4d1d220807d689ac5f910bcaa56e4868408a0006beeb"

@@ -253,19 +253,14 @@ static void lf_unlock(struct gs_file_ledger *l)
 /* Opens the file again (in a forked child); it must be the same file. */
 static int lf_ensure_fd(struct gs_file_ledger *l)
 {
-	struct stat st;
 	int fd;
 
 	if (l->fd >= 0)
 		return 0;
-	fd = open(l->path, O_RDWR | O_CLOEXEC);
+	fd = gs_lf_reopen(l->path, l->dev, l->ino);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || st.st_dev != l->dev || st.st_ino != l->ino) {
-		close(fd);
-		return -ESTALE;
-	}
-	l->fd = gs_lf_high_fd(fd);
+		return fd;
+	l->fd = fd;
 	return 0;
 }
 
@@ -276,10 +271,7 @@ static int lf_ensure_fd(struct gs_file_ledger *l)
  */
 static int lf_check_fd(struct gs_file_ledger *l)
 {
-	struct stat st;
-
-	if (l->fd >= 0 && (fstat(l->fd, &st) || st.st_dev != l->dev ||
-			   st.st_ino != l->ino))
+	if (l->fd >= 0 && !gs_lf_fd_is(l->fd, l->dev, l->ino))
 		l->fd = -1;
 	return lf_ensure_fd(l);
 }

@@ -153,6 +153,15 @@ extern const struct gs_ledger_ops gs_lf_ops;
 int gs_lf_high_fd(int fd);
 
 /*
+ * A process's descriptor of a shared file, known by (dev, ino): is fd
+ * still that file (not closed and reused behind our back)? And the path
+ * opened again, moved high (gs_lf_high_fd), or -errno: -ESTALE when the
+ * path names another file now.
+ */
+bool gs_lf_fd_is(int fd, dev_t dev, ino_t ino);
+int gs_lf_reopen(const char *path, dev_t dev, ino_t ino);
+
+/*
  * OFD record locks on a byte range of a shared file, held for as long as
  * the process lives (the ledger's and the schedule file's process slots).
  * setlk: F_WRLCK 0 when the range is now ours, -EAGAIN when another open

@@ -155,6 +155,26 @@ int gs_lf_high_fd(int fd)
 	return high;
 }
 
+bool gs_lf_fd_is(int fd, dev_t dev, ino_t ino)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && st.st_dev == dev && st.st_ino == ino;
+}
+
+int gs_lf_reopen(const char *path, dev_t dev, ino_t ino)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (!gs_lf_fd_is(fd, dev, ino)) {
+		close(fd);
+		return -ESTALE;
+	}
+	return gs_lf_high_fd(fd);
+}
+
 int gs_lf_open_shared(const char *path, bool create,
 		      void (*mkparent)(const char *path),
 		      int (*init)(int fd, const void *arg), const void *arg)

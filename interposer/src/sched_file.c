@@ -341,22 +341,16 @@ static int sf_held(int fd, int i)
 /* Our fd, (re)opened when needed: the same file or -ESTALE. */
 static int sf_ensure_fd(struct gs_sf *sf)
 {
-	struct stat st;
 	int fd;
 
-	if (sf->fd >= 0 && (fstat(sf->fd, &st) || st.st_dev != sf->dev ||
-			    st.st_ino != sf->ino))
+	if (sf->fd >= 0 && !gs_lf_fd_is(sf->fd, sf->dev, sf->ino))
 		sf->fd = -1;	/* closed behind our back: not ours now */
 	if (sf->fd >= 0)
 		return 0;
-	fd = open(sf->path, O_RDWR | O_CLOEXEC);
+	fd = gs_lf_reopen(sf->path, sf->dev, sf->ino);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || st.st_dev != sf->dev || st.st_ino != sf->ino) {
-		close(fd);
-		return -ESTALE;
-	}
-	sf->fd = gs_lf_high_fd(fd);
+		return fd;
+	sf->fd = fd;
 	return 0;
 }
 

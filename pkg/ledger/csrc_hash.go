@@ -11,4 +11,4 @@ package ledger
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "501922a428d90697792e512204ad940a44cc7f1bf2a75bc88c58ab4c08a691bf"
+const cSourcesHash = "f2ca825a545b82b33e2984b6be6a941564757829a122bafcda3c449cdf0d3e02"
