@@ -119,17 +119,7 @@ func (m *machine) ledgerPath(idx int) string {
 // environ is the process environment: ours, with nothing of gpuslice, the
 // simulator or the loader inherited from the caller.
 func (m *machine) environ() []string {
-	var env []string
-	for _, e := range os.Environ() {
-		k, _, _ := strings.Cut(e, "=")
-		if strings.HasPrefix(k, "GPU_") || strings.HasPrefix(k, "GPUSLICE_") ||
-			strings.HasPrefix(k, "SIMCUDA_") || strings.HasPrefix(k, "CUDA_") ||
-			strings.HasPrefix(k, "GSTEST_") ||
-			k == "LD_PRELOAD" || k == "LD_LIBRARY_PATH" {
-			continue
-		}
-		env = append(env, e)
-	}
+	env := testenv.CleanEnviron()
 	for k, v := range m.env {
 		env = append(env, k+"="+v)
 	}

@@ -75,17 +75,7 @@ func newCard(tb testing.TB, policy string) *card {
 // environ is the environment of t's process: ours without anything of
 // gpuslice, the simulator or the loader, then the card's and t's.
 func (c *card) environ(t tenant) []string {
-	var env []string
-	for _, e := range os.Environ() {
-		k, _, _ := strings.Cut(e, "=")
-		if strings.HasPrefix(k, "GPU_") || strings.HasPrefix(k, "GPUSLICE_") ||
-			strings.HasPrefix(k, "SIMCUDA_") || strings.HasPrefix(k, "CUDA_") ||
-			strings.HasPrefix(k, "GSTEST_") ||
-			k == "LD_PRELOAD" || k == "LD_LIBRARY_PATH" {
-			continue
-		}
-		env = append(env, e)
-	}
+	env := testenv.CleanEnviron()
 	prio := "0"
 	if t.high {
 		prio = "1"

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -66,6 +67,25 @@ func SimEnv(state string, memMiB int) []string {
 		"SIMCUDA_STATE="+state,
 		fmt.Sprintf("SIMCUDA_MEM_MIB=%d", memMiB),
 	)
+}
+
+// CleanEnviron is this process's environment without anything of
+// gpuslice, the simulator, CUDA or the loader (GPU_*, GPUSLICE_*,
+// SIMCUDA_*, CUDA_*, GSTEST_*, LD_PRELOAD, LD_LIBRARY_PATH), so that a
+// child starts from what its test sets, not from the caller's shell.
+func CleanEnviron() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		k, _, _ := strings.Cut(e, "=")
+		if strings.HasPrefix(k, "GPU_") || strings.HasPrefix(k, "GPUSLICE_") ||
+			strings.HasPrefix(k, "SIMCUDA_") || strings.HasPrefix(k, "CUDA_") ||
+			strings.HasPrefix(k, "GSTEST_") ||
+			k == "LD_PRELOAD" || k == "LD_LIBRARY_PATH" {
+			continue
+		}
+		env = append(env, e)
+	}
+	return env
 }
 
 // InGuest skips a test outside the qemu guest of kmod/guest, which runs it
