@@ -21,13 +21,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	if err := testenv.BuildC(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.MainWithC(m) }
 
 // quickTol is how far, in points, a tenant's measured share may be from
 // its target in the quick run: loose, so that it holds on a loaded 2-core

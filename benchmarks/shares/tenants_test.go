@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -17,13 +16,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	if err := testenv.BuildC(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.MainWithC(m) }
 
 // tenant is one container of the card and its one process, gstest tenant:
 // kernels of kernelUS microseconds, depth of them in flight over streams

@@ -6,7 +6,6 @@ package shimcost
 import (
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -16,13 +15,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	if err := testenv.BuildC(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.MainWithC(m) }
 
 // costs are nanoseconds per call as gsbench measured them.
 type costs struct{ allocFree, launch float64 }

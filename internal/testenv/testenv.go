@@ -59,6 +59,16 @@ func BuildC() error {
 	return nil
 }
 
+// MainWithC is a TestMain for packages whose tests run the C artifacts:
+// it builds them (BuildC), then runs the tests, and exits with their code.
+func MainWithC(m *testing.M) {
+	if err := BuildC(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
 // SimEnv is the environment of a process on a private simulated card set:
 // state is the card's state file (one per test), memMiB its capacity.
 func SimEnv(state string, memMiB int) []string {

@@ -2,7 +2,6 @@ package schedfile
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,13 +16,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	if err := testenv.BuildC(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.MainWithC(m) }
 
 // holder starts a gated tenant of container key that launches once and
 // keeps its context, and waits until it has.
