@@ -33,17 +33,7 @@ shift
 names=("$@")
 
 # busybox-static: a static busybox at /bin/busybox.
-if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "image.sh: needs busybox-static; run as root, or install it:" >&2
-		echo "  apt-get install --no-install-recommends busybox-static" >&2
-		exit 1
-	fi
-	echo "image.sh: installing busybox-static" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >/dev/null 2>&1 || true
-	apt-get install -y -qq --no-install-recommends busybox-static >/dev/null
-fi
+"$(dirname "$0")/../../internal/scripts/apt-need.sh" image.sh busybox-static
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

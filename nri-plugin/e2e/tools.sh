@@ -67,23 +67,7 @@ if complete "$DIR"; then
 fi
 
 # runc's seccomp support links libseccomp through pkg-config.
-missing=()
-for p in libseccomp-dev pkg-config; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "tools.sh: runc needs ${missing[*]}; run as root, or install them:" >&2
-		echo "  apt-get install --no-install-recommends ${missing[*]}" >&2
-		exit 1
-	fi
-	echo "tools.sh: installing ${missing[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	# Stale package lists on a fresh machine: a failed update is not fatal
-	# when the packages are already known.
-	apt-get update -qq >/dev/null 2>&1 || true
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$(dirname "$0")/../../internal/scripts/apt-need.sh" tools.sh libseccomp-dev pkg-config
 
 tmp=$(mktemp -d "$CACHE/.build-$KEY.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
