@@ -63,6 +63,8 @@
 #define GS_REFUSAL_LOG_NS 1000000000ULL
 /* A budget this large admits anything: the limit is lifted. */
 #define GS_BUDGET_MAX 1024U
+/* A process's first slices admit this many launches (doubling). */
+#define GS_BUDGET_START 4U
 /* The gated cards, for the fork handler. */
 static struct gs_gate_card *gated[GS_MAX_CARDS];
 static int ngated;
@@ -117,6 +119,7 @@ void gs_gate_track(struct gs_gate_card *g)
 	static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&fork_once, register_fork_handler);
+	g->budget = GS_BUDGET_START;
 	if (ngated < GS_MAX_CARDS)
 		gated[ngated++] = g;
 }

@@ -12,10 +12,10 @@
 #include "kmod.h"
 #include "shim.h"
 
-/* A process's first slices admit this many launches (doubling). */
-#define GS_BUDGET_START 4U
-
-/* gate.c: card g is gated; its state is reset in a forked child. */
+/*
+ * gate.c: card g is gated (its launch budget starts); its state is reset
+ * in a forked child.
+ */
 void gs_gate_track(struct gs_gate_card *g);
 
 /* gate_resolve.c */

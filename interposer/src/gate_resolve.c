@@ -80,7 +80,6 @@ static int resolve_file_card(struct gs_card *c)
 	g->sf = sf;
 	g->id = info.id;
 	g->page = gs_sf_page(sf);
-	g->budget = GS_BUDGET_START;
 	gs_gate_track(g);
 	gs_info("card %d: kernel launches gated by the schedule file %s (vGPU %s as %d, quota %u%%, policy %u)",
 		c->index, path, cfg->vgpu_key, info.id, info.quota,
@@ -126,7 +125,6 @@ static void resolve_card_locked(struct gs_card *c)
 		g->kc = kc;
 		g->id = (int32_t)kc->att.id;
 		g->page = kc->page;
-		g->budget = GS_BUDGET_START;
 		gs_gate_track(g);
 		gs_info("card %d: kernel launches gated by the module's schedule (vGPU %d, quota %u%%, policy %u)",
 			c->index, g->id, kc->att.quota, kc->att.policy);
