@@ -203,30 +203,28 @@ func TestFileGatePreemptive(t *testing.T) {
 // Policy 6 reclaims an idle vGPU's units: with the third tenant idle (it
 // launched once and keeps its context) the other two share the card. The
 // schedule itself says so: the idle vGPU, whose 2 units would give it
-// twice a's slices under policy 4, is granted next to none.
+// twice a's slices under policy 4, is granted next to none once its
+// reclaim window (100 ms) after its one launch is over: a and b start
+// within it, and it keeps its units until then.
 func TestFileGateWeightedWeakIdle(t *testing.T) {
 	m := schedMachine(t, "6")
 	idle := m.container(tenantSpec{"c", "10"}).start("tenant", "0", tenantKernel, tenantDepth, "1", "hold")
 	idle.await("held", 30*time.Second)
 	specs := []tenantSpec{{"a", "5"}, {"b", "5"}}
 	ps := startTenants(m, tenantSeconds, specs...)
+	file := filepath.Join(m.dir, "sched", "card0.sched")
 	// While they run: an exited tenant's vGPU leaves the file.
-	time.Sleep(2 * time.Second)
-	info := m.ok("schedinfo", filepath.Join(m.dir, "sched", "card0.sched")).stdout
+	time.Sleep(300 * time.Millisecond)
+	before := slicesGranted(t, m.ok("schedinfo", file).stdout)
+	time.Sleep(1500 * time.Millisecond)
+	after := slicesGranted(t, m.ok("schedinfo", file).stdout)
 	rs := finish(t, ps)
 	checkShares(t, specs, rs, []float64{50, 50})
 	slices := map[string]uint64{}
-	for _, l := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(l, "vgpu ") {
-			continue
-		}
-		var key string
-		var quota, nprocs, n uint64
-		_, err := fmt.Sscanf(l, "vgpu key=%s quota=%d nprocs=%d slices=%d", &key, &quota, &nprocs, &n)
-		require.NoError(t, err, l)
-		slices[key] = n
+	for k, n := range after {
+		slices[k] = n - before[k]
 	}
-	t.Logf("slices granted: %v", slices)
+	t.Logf("slices granted in 1.5 s from 0.3 s into the run: %v (before: %v)", slices, before)
 	assert.Less(t, 10*slices["c"], slices["a"], "the idle vGPU's units are reclaimed: %v", slices)
 	for i, r := range rs {
 		// About 44 % each on an idle machine; a loaded one wakes the
@@ -296,4 +294,21 @@ func TestFileGateConfig(t *testing.T) {
 	r = m.container(tenantSpec{"b", "50"}).with("GPU_POLICY", "1").ok("tenant", "0", "1000", "2")
 	assert.Len(t, r.lines("gpuslice[", "the schedule file", "says policy 4"), 1, "%s", r)
 	assert.Len(t, r.lines("gpuslice[", "gated by the schedule file", "policy 4"), 1, "%s", r)
+}
+
+// slicesGranted reads each vGPU's slice count (by key) from schedinfo's output.
+func slicesGranted(t *testing.T, info string) map[string]uint64 {
+	t.Helper()
+	slices := map[string]uint64{}
+	for _, l := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(l, "vgpu ") {
+			continue
+		}
+		var key string
+		var quota, nprocs, n uint64
+		_, err := fmt.Sscanf(l, "vgpu key=%s quota=%d nprocs=%d slices=%d", &key, &quota, &nprocs, &n)
+		require.NoError(t, err, l)
+		slices[key] = n
+	}
+	return slices
 }
