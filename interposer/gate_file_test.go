@@ -296,6 +296,66 @@ func TestFileGateConfig(t *testing.T) {
 	assert.Len(t, r.lines("gpuslice[", "gated by the schedule file", "policy 4"), 1, "%s", r)
 }
 
+// GPUSLICE_SLICE_MS and GPUSLICE_RECLAIM_MS are the slice and the reclaim
+// window a new schedule file is created with (unset: 5 ms and 100 ms). A
+// malformed value refuses launches (never allocations) with one line
+// naming the variable and the range, creating no file; a container whose
+// values differ from an existing file's gets one line and the file's.
+func TestFileGateConfigSliceReclaim(t *testing.T) {
+	for _, tc := range []struct {
+		name, variable, value string
+		slice, reclaim        uint64 // the new file's, ns; 0: the value is refused
+	}{
+		{"slice", "GPUSLICE_SLICE_MS", "7", 7e6, 100e6},
+		{"reclaim", "GPUSLICE_RECLAIM_MS", "2500", 5e6, 2500e6},
+		{"reclaim lowest", "GPUSLICE_RECLAIM_MS", "1", 5e6, 1e6},
+		{"reclaim highest", "GPUSLICE_RECLAIM_MS", "10000", 5e6, 10000e6},
+		{"slice zero", "GPUSLICE_SLICE_MS", "0", 0, 0},
+		{"slice too large", "GPUSLICE_SLICE_MS", "101", 0, 0},
+		{"reclaim zero", "GPUSLICE_RECLAIM_MS", "0", 0, 0},
+		{"reclaim too large", "GPUSLICE_RECLAIM_MS", "10001", 0, 0},
+		{"reclaim with a unit", "GPUSLICE_RECLAIM_MS", "100ms", 0, 0},
+		{"reclaim negative", "GPUSLICE_RECLAIM_MS", "-5", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := schedMachine(t, "4")
+			a := m.container(tenantSpec{"a", "50"}).with(tc.variable, tc.value)
+			file := filepath.Join(m.dir, "sched", "card0.sched")
+			if tc.slice == 0 {
+				r := a.run("tenant", "0", "1000", "2")
+				require.Equal(t, 1, r.code, "%s", r)
+				assert.Equal(t, "CUDA_ERROR_NOT_PERMITTED", r.kv()["launch.rc"], "%s", r)
+				named := r.lines("gpuslice[", tc.variable+"="+tc.value+":")
+				require.Len(t, named, 1, "one line naming %s: %s", tc.variable, r)
+				assert.Regexp(t, rangeRE, named[0])
+				assert.NoFileExists(t, file)
+				a.ok("alloc", "1M")
+				return
+			}
+			r := a.ok("tenant", "0", "1000", "2")
+			assert.Len(t, r.lines("gpuslice[", "gated by the schedule file"), 1, "%s", r)
+			assert.Empty(t, r.lines("gpuslice[", "do not apply"), "%s", r)
+			kv := m.ok("schedinfo", file).kv()
+			assert.Equal(t, fmt.Sprint(tc.slice), kv["slice_ns"])
+			assert.Equal(t, fmt.Sprint(tc.reclaim), kv["reclaim_ns"])
+
+			// The same settings again: no line; others: the file's win.
+			r = m.container(tenantSpec{"b", "50"}).with(tc.variable, tc.value).ok("tenant", "0", "1000", "2")
+			assert.Empty(t, r.lines("gpuslice[", "do not apply"), "%s", r)
+			r = m.container(tenantSpec{"c", "50"}).with(tc.variable, "3").ok("tenant", "0", "1000", "2")
+			differs := r.lines("gpuslice[", "the schedule file", "do not apply")
+			require.Len(t, differs, 1, "%s", r)
+			assert.Contains(t, differs[0], fmt.Sprintf("says policy 4, 20 units of %d ms, reclaim %d ms;",
+				tc.slice/1e6, tc.reclaim/1e6))
+			assert.Len(t, r.lines("gpuslice[", "gated by the schedule file"), 1, "%s", r)
+			kv = m.ok("schedinfo", file).kv()
+			assert.Equal(t, fmt.Sprint(tc.slice), kv["slice_ns"])
+			assert.Equal(t, fmt.Sprint(tc.reclaim), kv["reclaim_ns"])
+		})
+	}
+}
+
 // slicesGranted reads each vGPU's slice count (by key) from schedinfo's output.
 func slicesGranted(t *testing.T, info string) map[string]uint64 {
 	t.Helper()

@@ -198,7 +198,7 @@ func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, error) {
 		return nil, err
 	}
 	opts := agent.Options{Cards: cards, SliceNs: uint64(cfg.SliceMs) * 1e6,
-		Strategy: strategy, Store: store, Log: log,
+		ReclaimNs: uint64(cfg.ReclaimMs) * 1e6, Strategy: strategy, Store: store, Log: log,
 		Enforce: string(cfg.EffectiveEnforcement())}
 	if opts.Layout, err = layout(cfg); err != nil {
 		return nil, err

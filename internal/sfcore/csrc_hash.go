@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "46e336d1ef9e3b56d8cd4d1d220807d689ac5f910bcaa56e4868408a0006beeb"
+const cSourcesHash = "297362320d3dec412286a6e505557fd6d314739cde70b6a5d84ab97e60a7b223"

@@ -20,6 +20,7 @@
 #define GS_DEFAULT_SCHED_DIR "/run/gpuslice/sched"
 #define GS_DEFAULT_MAX_INST 20
 #define GS_DEFAULT_SLICE_MS 5
+#define GS_DEFAULT_RECLAIM_MS 100
 
 /* Parses "a,b,c" of integers in [min, max]; returns the count or -1. */
 static int parse_list(const char *s, unsigned long long min,
@@ -83,6 +84,7 @@ static bool parse_compute(struct gs_config *cfg,
 	const char *vpri = get("GPU_CONTAINER_PRIORITY");
 	const char *vinst = get("GPUSLICE_MAX_INST");
 	const char *vslice = get("GPUSLICE_SLICE_MS");
+	const char *vreclaim = get("GPUSLICE_RECLAIM_MS");
 	const char *vkey = get("GPUSLICE_VGPU");
 	unsigned long long v[GS_MAX_CARDS];
 	int n;
@@ -93,6 +95,7 @@ static bool parse_compute(struct gs_config *cfg,
 	}
 	cfg->max_inst = GS_DEFAULT_MAX_INST;
 	cfg->slice_ns = GS_DEFAULT_SLICE_MS * 1000000ULL;
+	cfg->reclaim_ns = GS_DEFAULT_RECLAIM_MS * 1000000ULL;
 	if (vkey && *vkey) {
 		if (strlen(vkey) >= sizeof(cfg->vgpu_key)) {
 			snprintf(err, errlen,
@@ -156,6 +159,15 @@ static bool parse_compute(struct gs_config *cfg,
 			return false;
 		}
 		cfg->slice_ns = v[0] * 1000000ULL;
+	}
+	if (vreclaim && *vreclaim) {
+		if (parse_list(vreclaim, 1, 10000, v, 1) != 1) {
+			snprintf(err, errlen,
+				 "GPUSLICE_RECLAIM_MS=%s: want milliseconds 1-10000",
+				 vreclaim);
+			return false;
+		}
+		cfg->reclaim_ns = v[0] * 1000000ULL;
 	}
 	return true;
 }

@@ -55,6 +55,7 @@ static int resolve_file_card(struct gs_card *c)
 	want.policy = (uint32_t)cc->policy;
 	want.max_inst = cfg->max_inst;
 	want.slice_ns = cfg->slice_ns;
+	want.reclaim_ns = cfg->reclaim_ns;
 	want.quota = cc->quota;
 	want.high = cfg->high;
 	want.key = cfg->vgpu_key;
@@ -65,11 +66,13 @@ static int resolve_file_card(struct gs_card *c)
 		return GS_GATE_CARD_REFUSED;
 	}
 	if (info.differs)
-		gs_warn("card %d: the schedule file %s says policy %u, %u units of %llu ms; the environment's policy %u, %u units of %llu ms do not apply",
+		gs_warn("card %d: the schedule file %s says policy %u, %u units of %llu ms, reclaim %llu ms; the environment's policy %u, %u units of %llu ms, reclaim %llu ms do not apply",
 			c->index, path, info.policy, info.max_inst,
 			(unsigned long long)(info.slice_ns / 1000000),
+			(unsigned long long)(info.reclaim_ns / 1000000),
 			want.policy, want.max_inst,
-			(unsigned long long)(want.slice_ns / 1000000));
+			(unsigned long long)(want.slice_ns / 1000000),
+			(unsigned long long)(want.reclaim_ns / 1000000));
 	if (rc == 0) {
 		gs_info("card %d: kernel launches are not gated (quota %u%%, policy %u)",
 			c->index, want.quota, info.policy);

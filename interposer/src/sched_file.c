@@ -514,9 +514,11 @@ int gs_sf_open(const char *path, const struct gs_sf_want *w,
 	info->policy = h->core.cfg.policy;
 	info->max_inst = h->core.cfg.max_inst;
 	info->slice_ns = h->core.cfg.slice_ns;
+	info->reclaim_ns = h->core.cfg.reclaim_ns;
 	info->differs = info->policy != w->policy ||
 			info->max_inst != w->max_inst ||
-			info->slice_ns != w->slice_ns;
+			info->slice_ns != w->slice_ns ||
+			info->reclaim_ns != gs_sf_want_reclaim(w);
 	info->quota = w->quota;
 	info->high = w->high;
 	gated = info->policy != GS_POLICY_NATIVE &&

@@ -19,6 +19,7 @@ struct gs_sf_want {
 	uint32_t policy;	/* GPU_POLICY: a new file's */
 	uint32_t max_inst;	/* GPUSLICE_MAX_INST: a new file's */
 	uint64_t slice_ns;	/* GPUSLICE_SLICE_MS: a new file's */
+	uint64_t reclaim_ns;	/* GPUSLICE_RECLAIM_MS: a new file's (0: 100 ms) */
 	uint32_t quota;		/* GPU_CONTAINER_QUOTA_PERCENT: a new vGPU's */
 	uint32_t high;		/* GPU_CONTAINER_PRIORITY: a new vGPU's */
 	const char *key;	/* GPUSLICE_VGPU: the container */
@@ -28,6 +29,7 @@ struct gs_sf_want {
 struct gs_sf_info {
 	uint32_t policy, max_inst;
 	uint64_t slice_ns;
+	uint64_t reclaim_ns;
 	uint32_t quota, high;	/* of the vGPU (an existing one's win) */
 	int32_t id;		/* the vGPU's core id */
 	int differs;		/* the file's card settings are not want's */

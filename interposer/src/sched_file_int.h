@@ -40,6 +40,12 @@ static inline uint64_t mono(void)
 	return gs_lf_clock_ns(CLOCK_MONOTONIC);
 }
 
+/* The reclaim window want asks for: its own, or the core's default. */
+static inline uint64_t gs_sf_want_reclaim(const struct gs_sf_want *w)
+{
+	return w->reclaim_ns ? w->reclaim_ns : GS_RECLAIM_DEFAULT_NS;
+}
+
 /* Rewrites the page under its sequence count when it changed; locked
  * (sched_file.c). */
 void gs_sf_publish(struct gs_sf_header *h);

@@ -32,6 +32,7 @@ static int sf_init_file(int fd, const struct gs_sf_want *w)
 	cfg.policy = w->policy;
 	cfg.max_inst = w->max_inst;
 	cfg.slice_ns = w->slice_ns;
+	cfg.reclaim_ns = gs_sf_want_reclaim(w);
 	if (gs_config_check(&cfg))
 		return -EINVAL;
 	err = posix_fallocate(fd, 0, (off_t)GS_SF_SIZE);

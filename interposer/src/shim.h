@@ -88,6 +88,7 @@ struct gs_config {
 	unsigned int high;	/* GPU_CONTAINER_PRIORITY */
 	unsigned int max_inst;	/* GPUSLICE_MAX_INST */
 	uint64_t slice_ns;	/* GPUSLICE_SLICE_MS */
+	uint64_t reclaim_ns;	/* GPUSLICE_RECLAIM_MS */
 	char sched_dir[256];	/* GPUSLICE_SCHED_DIR */
 	char vgpu_key[128];	/* GPUSLICE_VGPU, default the hostname */
 };

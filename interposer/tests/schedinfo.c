@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * schedinfo <file>: the vGPUs a no-module schedule file holds, one line
- * each (key=... quota=... nprocs=... slices=... pending=... last_work_ns=...,
+ * schedinfo <file>: the card settings of a no-module schedule file
+ * (policy=, slice_ns=, reclaim_ns=) and the vGPUs it holds, one line each
+ * (key=... quota=... nprocs=... slices=... pending=... last_work_ns=...,
  * against now_ns, CLOCK_MONOTONIC as the core's), read without its lock:
- * for tests that wait for a dead container's vGPU to leave the schedule or
- * count the slices a vGPU was granted.
+ * for tests that wait for a dead container's vGPU to leave the schedule,
+ * count the slices a vGPU was granted or check the file's settings.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,8 +36,10 @@ int cmd_schedinfo(int argc, char **argv)
 	if (memcmp(h->magic, GS_SF_MAGIC, sizeof(h->magic)))
 		dief("schedinfo: %s is not a schedule file", argv[0]);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	printf("policy=%u\nremoved=%llu\nreaped=%llu\nnow_ns=%llu\n",
-	       h->core.cfg.policy, (unsigned long long)h->removed,
+	printf("policy=%u\nslice_ns=%llu\nreclaim_ns=%llu\nremoved=%llu\nreaped=%llu\nnow_ns=%llu\n",
+	       h->core.cfg.policy, (unsigned long long)h->core.cfg.slice_ns,
+	       (unsigned long long)h->core.cfg.reclaim_ns,
+	       (unsigned long long)h->removed,
 	       (unsigned long long)h->reaped,
 	       (unsigned long long)ts.tv_sec * 1000000000ull +
 	       (unsigned long long)ts.tv_nsec);

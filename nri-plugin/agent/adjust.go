@@ -87,6 +87,9 @@ func (a *Agent) env(ctr *api.Container, al state.Allocation) map[string]string {
 		env["GPUSLICE_VGPU"] = al.Container
 		env["GPUSLICE_MAX_INST"] = strconv.Itoa(first.MaxInst)
 		env["GPUSLICE_SLICE_MS"] = strconv.FormatUint(max(a.opts.SliceNs/1e6, 1), 10)
+		if a.opts.ReclaimNs > 0 { // else the shim's default, as the module's
+			env["GPUSLICE_RECLAIM_MS"] = strconv.FormatUint(max(a.opts.ReclaimNs/1e6, 1), 10)
+		}
 	}
 	return env
 }

@@ -45,15 +45,16 @@ type Card struct {
 // Options are the agent's resolved settings (package config reads them
 // from the file and flags; main maps them here).
 type Options struct {
-	Cards    []Card
-	SliceNs  uint64 // the cards' slice length (module mode)
-	Strategy placement.Strategy
-	Enforce  string    // EnforceModule or EnforceFile
-	Kmod     KmodAdmin // module mode: gpuslice.ko's admin calls
-	Store    *state.Store
-	Layout   Layout      // where things are on the host and in containers
-	CDI      CDIResolver // nil: device nodes only
-	Log      *slog.Logger
+	Cards     []Card
+	SliceNs   uint64 // the cards' slice length (module mode)
+	ReclaimNs uint64 // the cards' reclaim window, idle after it without work (0: 100 ms)
+	Strategy  placement.Strategy
+	Enforce   string    // EnforceModule or EnforceFile
+	Kmod      KmodAdmin // module mode: gpuslice.ko's admin calls
+	Store     *state.Store
+	Layout    Layout      // where things are on the host and in containers
+	CDI       CDIResolver // nil: device nodes only
+	Log       *slog.Logger
 	// CgroupID finds a cgroup directory's v2 id (default kmod.CgroupID).
 	CgroupID func(dir string) (uint64, error)
 }
@@ -68,7 +69,7 @@ type Agent struct {
 }
 
 // New checks the options and, in module mode, configures every card in
-// gpuslice.ko (policy, max_inst, slice length).
+// gpuslice.ko (policy, max_inst, slice length, reclaim window).
 func New(opts Options) (*Agent, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()

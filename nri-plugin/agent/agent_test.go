@@ -41,7 +41,7 @@ func newNode(t testing.TB, enforce string, cards ...Card) *testNode {
 	}
 	shim := filepath.Join(dir, "libgpuslice.so")
 	require.NoError(t, os.WriteFile(shim, []byte("shim"), 0o644))
-	n.opts = Options{Cards: cards, SliceNs: 5e6, Strategy: placement.Binpack, Enforce: enforce,
+	n.opts = Options{Cards: cards, SliceNs: 5e6, ReclaimNs: 250e6, Strategy: placement.Binpack, Enforce: enforce,
 		Layout: Layout{ShimHost: shim, ShimContainer: "/usr/local/gpuslice/libgpuslice.so",
 			LedgerRoot: filepath.Join(dir, "ledger"), LedgerContainer: "/run/gpuslice/ledger",
 			SchedRoot: filepath.Join(dir, "sched"), SchedContainer: "/run/gpuslice/sched",
@@ -143,7 +143,7 @@ func TestAdjustmentFileMode(t *testing.T) {
 		"GPU_POLICY": "1", "GPU_CONTAINER_PRIORITY": "0", "GPUSLICE_ENFORCE": "file",
 		"GPUSLICE_LEDGER_DIR": "/run/gpuslice/ledger", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
 		"GPUSLICE_SCHED_DIR": "/run/gpuslice/sched", "GPUSLICE_VGPU": "c1",
-		"GPUSLICE_MAX_INST": "20", "GPUSLICE_SLICE_MS": "5",
+		"GPUSLICE_MAX_INST": "20", "GPUSLICE_SLICE_MS": "5", "GPUSLICE_RECLAIM_MS": "250",
 		"LD_PRELOAD":             "/usr/local/gpuslice/libgpuslice.so:/lib/libimage.so",
 		"NVIDIA_VISIBLE_DEVICES": "GPU-0",
 	}, e)
@@ -169,6 +169,29 @@ func TestAdjustmentFileMode(t *testing.T) {
 	require.NoError(t, n.agent.RemoveContainer(context.Background(), pod(nil), ctr("c1")))
 	assert.NoDirExists(t, ledger)
 	assert.Empty(t, n.opts.Store.All())
+}
+
+// The reclaim window in whole ms (at least 1); without one (0) the shim
+// keeps its default, as the module does.
+func TestAdjustmentReclaimWindow(t *testing.T) {
+	for _, tc := range []struct {
+		ns   uint64
+		want string // "": not set
+	}{
+		{10e9, "10000"},
+		{1e6, "1"},
+		{5e5, "1"},
+		{0, ""},
+	} {
+		n := newNode(t, EnforceFile, cards16(1, 1)...)
+		n.opts.ReclaimNs = tc.ns
+		n.restart(t)
+		adj, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-cores": "30"})
+		require.NoError(t, err)
+		v, ok := env(adj)["GPUSLICE_RECLAIM_MS"]
+		assert.Equal(t, tc.want != "", ok, "%d ns", tc.ns)
+		assert.Equal(t, tc.want, v, "%d ns", tc.ns)
+	}
 }
 
 func TestPreloadFileAndCDI(t *testing.T) {

@@ -49,14 +49,14 @@ func (a *Agent) reconcileKernel() {
 	}
 }
 
-// configureCards sets every card's policy, max_inst and slice length. The
-// module accepts identical settings at any time, so a restarted agent
-// with running containers passes; changed settings while a card has
-// vGPUs fail with the module's reason.
+// configureCards sets every card's policy, max_inst, slice length and
+// reclaim window. The module accepts identical settings at any time, so a
+// restarted agent with running containers passes; changed settings while
+// a card has vGPUs fail with the module's reason.
 func (a *Agent) configureCards() error {
 	for _, c := range a.opts.Cards {
 		err := a.opts.Kmod.SetCard(kmod.Card{Card: uint32(c.Index), Policy: kmod.Policy(c.Policy),
-			MaxInst: uint32(c.MaxInst), SliceNs: a.opts.SliceNs})
+			MaxInst: uint32(c.MaxInst), SliceNs: a.opts.SliceNs, ReclaimNs: a.opts.ReclaimNs})
 		if err != nil {
 			return fmt.Errorf("agent: card %d (policy %d, max_inst %d): %w", c.Index, c.Policy, c.MaxInst, err)
 		}

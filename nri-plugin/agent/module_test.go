@@ -96,7 +96,7 @@ func TestModuleMode(t *testing.T) {
 	n := newNode(t, EnforceModule, cards16(2, 4)...)
 	fk := n.opts.Kmod.(*fakeKmod)
 	assert.Len(t, fk.cards, 2, "every card configured at start")
-	assert.Equal(t, kmod.Card{Card: 1, Policy: 4, MaxInst: 20, SliceNs: 5e6}, fk.cards[1])
+	assert.Equal(t, kmod.Card{Card: 1, Policy: 4, MaxInst: 20, SliceNs: 5e6, ReclaimNs: 250e6}, fk.cards[1])
 
 	adj, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "2Gi",
 		"gpuslice.io/gpu-cores": "25", "gpuslice.io/gpu-priority": "high"})

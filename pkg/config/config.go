@@ -33,6 +33,8 @@ const (
 	MaxPolicy  = 6   // policies 0-6 (kmod.PolicyNative..kmod.PolicyWeightedWeak)
 	MaxMaxInst = 64  // compute units (vGPUs) per card: 1-64
 	MaxSliceMs = 100 // slice length: 1-100 ms
+	// MaxReclaimMs bounds the reclaim window: 1 ms-10 s.
+	MaxReclaimMs = 10000
 	// MaxMemoryMiB bounds a simulated card's memory (1 TiB), so that a size
 	// given in bytes instead of MiB is caught.
 	MaxMemoryMiB = 1 << 20
@@ -86,6 +88,11 @@ type Config struct {
 	MaxInst int `json:"maxInst"`
 	// SliceMs is the scheduler's slice length in ms, 1-MaxSliceMs.
 	SliceMs int `json:"sliceMs"`
+	// ReclaimMs is the scheduler's reclaim window in ms, 1-MaxReclaimMs: a
+	// vGPU that has had no work for this long is idle (policies 3 and 6
+	// then pass over its units, and a high-priority one lets the others
+	// run).
+	ReclaimMs int `json:"reclaimMs"`
 	// Cards overrides Policy and MaxInst for single cards.
 	Cards []CardConfig `json:"cards"`
 	// Placement chooses cards for new vGPUs.
@@ -164,6 +171,7 @@ func Default() Config {
 		Policy:        1, // fixed: every vGPU gets its quota, idle time is not shared
 		MaxInst:       20,
 		SliceMs:       5,
+		ReclaimMs:     100,
 		Placement:     PlacementBinpack,
 		Enforcement:   EnforcementAuto,
 		Shim:          "/usr/lib/gpuslice/libgpuslice.so",
@@ -279,6 +287,7 @@ func (c *Config) Validate() error {
 	inRange("policy", c.Policy, 0, MaxPolicy)
 	inRange("maxInst", c.MaxInst, 1, MaxMaxInst)
 	inRange("sliceMs", c.SliceMs, 1, MaxSliceMs)
+	inRange("reclaimMs", c.ReclaimMs, 1, MaxReclaimMs)
 
 	seen := map[int]int{}
 	for i, cc := range c.Cards {

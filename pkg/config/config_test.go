@@ -19,6 +19,7 @@ func TestDefault(t *testing.T) {
 		Policy:          1,
 		MaxInst:         20,
 		SliceMs:         5,
+		ReclaimMs:       100,
 		Placement:       PlacementBinpack,
 		Enforcement:     EnforcementAuto,
 		Shim:            "/usr/lib/gpuslice/libgpuslice.so",
@@ -109,7 +110,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", func(*Config) {}, ""},
 		{"bounds", func(c *Config) {
-			c.Policy, c.MaxInst, c.SliceMs = 6, 64, 100
+			c.Policy, c.MaxInst, c.SliceMs, c.ReclaimMs = 6, 64, 100, 10000
 			c.Cards = []CardConfig{{Index: ptr(31), Policy: ptr(0), MaxInst: ptr(1)}}
 			c.MetricsAddress = ""
 			c.CDISpecDirs = nil
@@ -121,6 +122,9 @@ func TestValidate(t *testing.T) {
 		{"maxInst high", func(c *Config) { c.MaxInst = 65 }, "maxInst: 65 is out of range 1-64"},
 		{"sliceMs low", func(c *Config) { c.SliceMs = 0 }, "sliceMs: 0 is out of range 1-100"},
 		{"sliceMs high", func(c *Config) { c.SliceMs = 101 }, "sliceMs: 101 is out of range 1-100"},
+		{"reclaimMs low", func(c *Config) { c.ReclaimMs = 0 }, "reclaimMs: 0 is out of range 1-10000"},
+		{"reclaimMs high", func(c *Config) { c.ReclaimMs = 10001 }, "reclaimMs: 10001 is out of range 1-10000"},
+		{"reclaimMs lowest", func(c *Config) { c.ReclaimMs = 1 }, ""},
 		{"card index missing", func(c *Config) { c.Cards = []CardConfig{{Policy: ptr(2)}} },
 			"cards[0].index: missing: say which card (0-31) the entry is for"},
 		{"card index low", func(c *Config) { c.Cards = []CardConfig{{Index: ptr(-1)}} },

@@ -45,7 +45,7 @@ func (o *override) Set(s string) error {
 // and one flag per setting, which overrides the file's value when given on
 // the command line:
 //
-//	-policy -max-inst -slice-ms -placement -enforcement -shim
+//	-policy -max-inst -slice-ms -reclaim-ms -placement -enforcement -shim
 //	-shim-mount-path -preload-file -state-dir -ledger-dir -sched-dir -device-root
 //	-cdi -cdi-spec-dirs -metrics-address -metrics-window-ms -status-socket
 //	-nvml-library -simulate
@@ -103,6 +103,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		func(c *Config, n int) { c.MaxInst = n })
 	intFlag("slice-ms", d.SliceMs, 1, MaxSliceMs, "scheduler slice length in `ms`",
 		func(c *Config, n int) { c.SliceMs = n })
+	intFlag("reclaim-ms", d.ReclaimMs, 1, MaxReclaimMs, "scheduler reclaim window in `ms` (a vGPU without work for so long is idle)",
+		func(c *Config, n int) { c.ReclaimMs = n })
 	choiceFlag("placement", string(d.Placement), "placement `mode` of new vGPUs: %s",
 		func(c *Config, s string) { c.Placement = Placement(s) },
 		string(PlacementBinpack), string(PlacementSpread))

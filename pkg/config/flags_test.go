@@ -28,14 +28,14 @@ func resolve(t *testing.T, args ...string) (Config, error) {
 func TestFlagsOverrideEverySetting(t *testing.T) {
 	p := writeFile(t, fullFile)
 	c, err := resolve(t, "-config", p,
-		"-policy", "5", "-max-inst=30", "-slice-ms", "9", "-placement", "binpack",
+		"-policy", "5", "-max-inst=30", "-slice-ms", "9", "-reclaim-ms", "40", "-placement", "binpack",
 		"-enforcement", "module", "-shim", "/s.so", "-shim-mount-path", "/m.so", "-preload-file=false",
 		"-state-dir", "/st", "-ledger-dir", "/le", "-sched-dir", "/sd", "-device-root", "/dr", "-cdi", "never",
 		"-cdi-spec-dirs", "/a, /b", "-metrics-address", "", "-metrics-window-ms", "250",
 		"-status-socket", "/s.sock", "-nvml-library", "/lib/nvml.so", "-simulate", "2:1024")
 	require.NoError(t, err)
 	want := Config{
-		Policy: 5, MaxInst: 30, SliceMs: 9,
+		Policy: 5, MaxInst: 30, SliceMs: 9, ReclaimMs: 40,
 		Cards: []CardConfig{ // from the file: no flag replaces the overrides
 			{Index: ptr(0), Policy: ptr(4), MaxInst: ptr(20)},
 			{Index: ptr(3), MaxInst: ptr(5)},
@@ -72,6 +72,8 @@ func TestFlagPrecedence(t *testing.T) {
 		}},
 		{"flags over defaults", []string{"-config", writeFile(t, ""), "-slice-ms", "50", "-preload-file"},
 			func(c *Config) { c.SliceMs, c.PreloadFile = 50, true }},
+		{"reclaim window flag over the file", []string{"-config", writeFile(t, "reclaimMs: 300\n"), "-reclaim-ms", "10000"},
+			func(c *Config) { c.ReclaimMs = 10000 }},
 		{"last occurrence wins", []string{"-config", file, "-policy", "3", "-policy", "4"}, func(c *Config) {
 			c.Policy, c.MaxInst, c.Placement, c.PreloadFile = 4, 10, PlacementSpread, true
 		}},
@@ -102,6 +104,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-max-inst", "70"}, `invalid value "70" for flag -max-inst: 70 is out of range 1-64`},
 		{[]string{"-max-inst", "0"}, `invalid value "0" for flag -max-inst: 0 is out of range 1-64`},
 		{[]string{"-slice-ms", "101"}, `invalid value "101" for flag -slice-ms: 101 is out of range 1-100`},
+		{[]string{"-reclaim-ms", "0"}, `invalid value "0" for flag -reclaim-ms: 0 is out of range 1-10000`},
+		{[]string{"-reclaim-ms", "10001"}, `invalid value "10001" for flag -reclaim-ms: 10001 is out of range 1-10000`},
+		{[]string{"--reclaim-ms=1s"}, `invalid value "1s" for flag -reclaim-ms: "1s" is not an integer: give 1-10000`},
 		{[]string{"-placement", "pack"}, `invalid value "pack" for flag -placement: "pack" is not one of binpack | spread`},
 		{[]string{"-enforcement", "kernel"}, `invalid value "kernel" for flag -enforcement: "kernel" is not one of auto | module | file`},
 		{[]string{"-cdi", "yes"}, `invalid value "yes" for flag -cdi: "yes" is not one of auto | never | always`},
@@ -186,6 +191,7 @@ func TestFlagHelp(t *testing.T) {
 	for _, s := range []string{
 		"-config file", "(default \"/etc/gpuslice/config.yaml\")",
 		"-max-inst n", "default number of compute units (most vGPUs) per card, 1-64 (default 20)",
+		"-reclaim-ms ms", "1-10000 (default 100)",
 		"-placement mode", "binpack | spread (default binpack)",
 		"-preload-file", "-simulate cards", "-cdi-spec-dirs dirs", "(default /etc/cdi,/var/run/cdi)",
 	} {

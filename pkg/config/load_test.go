@@ -21,6 +21,7 @@ const fullFile = `
 policy: 2
 maxInst: 10
 sliceMs: 7
+reclaimMs: 250
 cards:
   - {index: 0, policy: 4, maxInst: 20}
   - index: 3
@@ -51,9 +52,10 @@ func TestLoadFullFile(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Validate())
 	assert.Equal(t, Config{
-		Policy:  2,
-		MaxInst: 10,
-		SliceMs: 7,
+		Policy:    2,
+		MaxInst:   10,
+		SliceMs:   7,
+		ReclaimMs: 250,
 		Cards: []CardConfig{
 			{Index: ptr(0), Policy: ptr(4), MaxInst: ptr(20)},
 			{Index: ptr(3), MaxInst: ptr(5)},
@@ -92,6 +94,7 @@ func TestLoadPartialFileKeepsDefaults(t *testing.T) {
 		{"empty", "", func(*Config) {}},
 		{"comments only", "# nothing yet\n", func(*Config) {}},
 		{"one key", "maxInst: 8\n", func(c *Config) { c.MaxInst = 8 }},
+		{"reclaimMs", "reclaimMs: 2000\n", func(c *Config) { c.ReclaimMs = 2000 }},
 		{"null keeps the default", "policy:\nmetricsAddress: ''\n", func(c *Config) { c.MetricsAddress = "" }},
 		{"empty list empties", "cdiSpecDirs: []\n", func(c *Config) { c.CDISpecDirs = []string{} }},
 	} {
@@ -132,8 +135,8 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"unknown top-level key", "polcy: 1\n",
 			"polcy: unknown key; the keys are cards, cdi, cdiSpecDirs, deviceRoot, enforcement, ledgerDir, maxInst, " +
-				"metricsAddress, metricsWindowMs, nvmlLibrary, placement, policy, preloadFile, schedDir, shim, shimMountPath, " +
-				"simulatedCards, sliceMs, stateDir, statusSocket"},
+				"metricsAddress, metricsWindowMs, nvmlLibrary, placement, policy, preloadFile, reclaimMs, schedDir, shim, " +
+				"shimMountPath, simulatedCards, sliceMs, stateDir, statusSocket"},
 		{"the Go field name is no key", "Path: /x\n", "Path: unknown key"},
 		{"unknown key in cards", "cards:\n  - {index: 0}\n  - {index: 1, maxinst: 3}\n",
 			"cards[1].maxinst: unknown key; the keys of a cards entry are index, maxInst, policy"},
