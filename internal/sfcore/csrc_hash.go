@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "297362320d3dec412286a6e505557fd6d314739cde70b6a5d84ab97e60a7b223"
+const cSourcesHash = "4714c1b6f7fb97412c8b78454e5e159b6abec8fc96a867cc0c3100b7d8aa353f"

@@ -7,7 +7,7 @@
  * 5) owns each unit, the units of each owner interleaved across the period
  * by smooth weighted round robin. At each slice boundary gs_tick walks the
  * table from the unit served last and hands the card to the first unit the
- * policy does not skip; a runnable high-priority vGPU goes first.
+ * policy does not skip; an active high-priority vGPU goes first.
  */
 #include "gs_sched.h"
 
@@ -350,15 +350,22 @@ bool gs_vgpu_active(const struct gs_card *c, int id, u64 now)
 					      c->cfg.reclaim_ns);
 }
 
-/* The next high-priority vGPU with work waiting after *rr, or GS_OWNER_NONE. */
-static int gs_next_high(const struct gs_card *c, u32 *rr)
+/*
+ * The next active high-priority vGPU after *rr, or GS_OWNER_NONE. Active,
+ * not only waiting: a high-priority service between two requests keeps
+ * the card for the reclaim window, so that its next kernel finds an empty
+ * engine rather than a low-priority neighbour's queue, which no cut can
+ * take back (the engine does not preempt a running kernel). A shorter
+ * reclaim window lends the gaps to the neighbours, at that price.
+ */
+static int gs_next_high(const struct gs_card *c, u64 now, u32 *rr)
 {
 	u32 i, id;
 
 	for (i = 1; i <= GS_MAX_VGPUS; i++) {
 		id = (*rr + i) % GS_MAX_VGPUS;
-		if (c->vgpu[id].in_use && c->vgpu[id].high &&
-		    c->vgpu[id].nprocs && c->vgpu[id].pending) {
+		if (c->vgpu[id].high &&
+		    gs_active(&c->vgpu[id], now, c->cfg.reclaim_ns)) {
 			*rr = id;
 			return (int)id;
 		}
@@ -434,7 +441,7 @@ static int gs_pick(struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 	if (policy == GS_POLICY_NATIVE)
 		return GS_OWNER_ALL;
 	if (c->nhigh && gs_policy_has_priority(policy)) {
-		id = gs_next_high(c, high_rr);
+		id = gs_next_high(c, now, high_rr);
 		if (id >= 0) {
 			/* Priority goes first, whatever it owes. */
 			if (commit)

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "a8178933940848ecb8fd92b88c43e7e1a46801b0a47a81cc6048f936c04af735"
+const cSourcesHash = "9850d1d0b4f424fbc7be93dc1c2fba473d69892557b9b72780783019157c042f"

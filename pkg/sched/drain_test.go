@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -188,6 +189,8 @@ type vtenant struct {
 	lat      []uint64
 	launched []uint64 // launch times of its kernels in flight, FIFO
 	holding  bool
+	noted    bool // reported its work to the core once
+	pending  bool // what it reported last
 }
 
 type vkernel struct {
@@ -205,7 +208,12 @@ type vkernel struct {
  */
 func engineRun(t *testing.T, policy Policy, ts []*vtenant, dur uint64) []float64 {
 	t.Helper()
-	c := newCard(t, policy, 20)
+	return engineRunOn(t, newCard(t, policy, 20), ts, dur)
+}
+
+// engineRunOn is engineRun on a card of any configuration.
+func engineRunOn(t *testing.T, c *Card, ts []*vtenant, dur uint64) []float64 {
+	t.Helper()
 	for _, v := range ts {
 		id, err := c.AddVGPU(v.quota, v.high)
 		require.NoError(t, err)
@@ -236,8 +244,13 @@ func engineRun(t *testing.T, policy Policy, ts []*vtenant, dur uint64) []float64
 			k.t.nextAt = k.end + k.t.gap
 		}
 		for _, v := range ts {
-			waiting := v.inflight < v.depth && now >= v.nextAt
-			require.NoError(t, c.NoteWork(v.id, now, waiting || v.holding))
+			// Reported when it changes, as the gate does (ACQUIRE,
+			// RELEASE): the report's time is the last work's.
+			pending := v.holding || v.inflight < v.depth && now >= v.nextAt
+			if !v.noted || pending != v.pending {
+				require.NoError(t, c.NoteWork(v.id, now, pending))
+				v.noted, v.pending = true, pending
+			}
 		}
 		c.Preempt(now)
 		c.Tick(now)
@@ -245,8 +258,8 @@ func engineRun(t *testing.T, policy Policy, ts []*vtenant, dur uint64) []float64
 			// The fence: the slice is over and its work has run.
 			if v.holding && !c.MayRun(v.id, now) && v.inflight == 0 {
 				v.holding = false
-				waiting := now >= v.nextAt
-				require.NoError(t, c.NoteWork(v.id, now, waiting))
+				v.pending = now >= v.nextAt
+				require.NoError(t, c.NoteWork(v.id, now, v.pending))
 				c.Release(v.id, now)
 			}
 		}
@@ -324,21 +337,51 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 	}
 }
 
-// A high-priority tenant waits for what the low-priority owner has in
-// flight, not for the rest of its slice.
-func TestEnginePreemptionLatency(t *testing.T) {
+// A high-priority tenant of short kernels with gaps between them, next to
+// a busy low-priority neighbour of 1 ms kernels two deep. Active within the
+// reclaim window, it keeps the card through its gaps: its kernels find an
+// empty engine, as alone, and the neighbour waits. With a reclaim window
+// shorter than its gaps (less the slice it held for its last kernel), the
+// neighbour runs in them, and a kernel of the high-priority tenant cuts
+// the neighbour's slice but waits for what the neighbour has in flight,
+// not for the rest of its slice.
+func TestEnginePriorityLatency(t *testing.T) {
 	us := ms / 1000
-	hp := &vtenant{quota: 10, high: true, kernel: 200 * us, depth: 1, gap: 2 * ms}
-	lp := &vtenant{quota: 50, kernel: ms, depth: 2}
-	engineRun(t, WeightedPreemptive, []*vtenant{lp, hp}, 2000*ms)
-	require.NotEmpty(t, hp.lat)
-	worst := uint64(0)
-	for _, l := range hp.lat {
-		worst = max(worst, l)
+	worst := func(v *vtenant) uint64 {
+		w := uint64(0)
+		for _, l := range v.lat {
+			w = max(w, l)
+		}
+		return w
 	}
+	card := func(reclaim time.Duration) *Card {
+		cfg := DefaultConfig()
+		cfg.Policy = WeightedPreemptive
+		cfg.Reclaim = reclaim
+		c, err := New(cfg)
+		require.NoError(t, err)
+		return c
+	}
+	newHP := func() *vtenant {
+		return &vtenant{quota: 10, high: true, kernel: 200 * us, depth: 1, gap: 10 * ms}
+	}
+	alone := newHP()
+	engineRunOn(t, card(ReclaimDefault), []*vtenant{alone}, 2000*ms)
+	require.NotEmpty(t, alone.lat)
+
+	hp, lp := newHP(), &vtenant{quota: 50, kernel: ms, depth: 2}
+	engineRunOn(t, card(ReclaimDefault), []*vtenant{lp, hp}, 2000*ms)
+	require.NotEmpty(t, hp.lat)
+	assert.LessOrEqual(t, worst(hp), 2*worst(alone), "worst %d us, alone %d us", worst(hp)/us, worst(alone)/us)
+	// The neighbour's first kernels, before the first boundary.
+	assert.Less(t, lp.busy, 10*ms, "the neighbour waits while the high-priority tenant is active")
+
+	hp, lp = newHP(), &vtenant{quota: 50, kernel: ms, depth: 2}
+	engineRunOn(t, card(time.Millisecond), []*vtenant{lp, hp}, 2000*ms)
+	require.NotEmpty(t, hp.lat)
 	// Its own kernel, the neighbour's two in flight, a step each.
-	assert.LessOrEqual(t, worst, 200*us+2*ms+20*us, "worst %d us", worst/us)
-	assert.Positive(t, lp.busy, "the neighbour still runs")
+	assert.LessOrEqual(t, worst(hp), 200*us+2*ms+20*us, "worst %d us", worst(hp)/us)
+	assert.Greater(t, lp.busy, 100*ms, "the neighbour runs in the gaps")
 }
 
 // The shares reach their targets within a period and stay there: no slow

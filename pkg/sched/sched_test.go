@@ -368,8 +368,8 @@ func TestPreemptiveReclaim(t *testing.T) {
 }
 
 // A runnable high-priority vGPU takes the card at the next slice boundary,
-// under every policy but 0 and 5, and gives it back when it has no work
-// waiting.
+// under every policy but 0 and 5, and gives it back once it has been idle
+// for the reclaim window.
 func TestHighPriority(t *testing.T) {
 	for _, tc := range []struct {
 		policy Policy
@@ -412,13 +412,19 @@ func TestHighPriority(t *testing.T) {
 				assert.False(t, c.MayRun(lo, now+uint64(i)*slice))
 			}
 			now += 50 * slice
-			// Drained: the period resumes at the next boundary.
-			require.NoError(t, c.NoteWork(hi, now-1, false))
+			// Drained: hi keeps the card for the reclaim window, then
+			// the period resumes.
+			drained := now - 1
+			require.NoError(t, c.NoteWork(hi, drained, false))
+			idle := drained + uint64(ReclaimDefault)
+			for ; now < idle; now += slice {
+				require.Equal(t, hi, c.Tick(now), "%d ms after it drained", (now-drained)/1e6)
+			}
 			got := run(t, c, now, 2000)
 			assert.Greater(t, got[lo], 0)
 			if tc.policy == Preemptive || tc.policy == WeightedWeak {
-				// Within reclaim, hi still has its own share.
-				assert.Greater(t, got[hi], 0)
+				// Idle: its own units are skipped too.
+				assert.Zero(t, got[hi])
 			}
 		})
 	}

@@ -365,15 +365,15 @@ static int t_weak_idle(void)
 }
 
 /*
- * Priority, policy 4, 100 ms slices: a high-priority tenant of 2 ms
+ * Priority, policy 4, 20 ms slices: a high-priority tenant of 2 ms
  * kernels, one at a time 20 ms apart, alone and then next to a busy
- * low-priority neighbour (2 ms kernels, two in flight). Its ACQUIRE cuts
- * the slice of whoever holds the card: its kernels wait for the
- * neighbour's fence (the kernels in flight, 4 ms at most), not for the
- * slice to end (up to 100 ms: measured without the cut, p99 101 ms).
+ * low-priority neighbour (2 ms kernels, two in flight). Active between its
+ * kernels (within the reclaim window, 100 ms), it keeps the card: its
+ * kernels find an empty engine, as alone, and the neighbour waits. (A cut
+ * slice, for a high-priority vGPU back from idle, is the drain program's.)
  */
 static int hp_latency(int with_lp, uint64_t *p50, uint64_t *p90,
-		      uint64_t *p99)
+		      uint64_t *p99, double *lp_share)
 {
 	static const char *const names[2] = { "gsgA", "gsgB" };
 	struct tenant ts[2] = {
@@ -384,7 +384,7 @@ static int hp_latency(int with_lp, uint64_t *p50, uint64_t *p90,
 	int ids[2];
 
 	gs_destroy_all(gs_fd);
-	TOK(gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_WEIGHTED, 20, 100 * MS,
+	TOK(gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_WEIGHTED, 20, 20 * MS,
 			0));
 	for (int i = 0; i < 2; i++) {
 		ids[i] = gs_vgpu_create(gs_fd, CARD, gs_cg_id(names[i]), CAP,
@@ -402,34 +402,40 @@ static int hp_latency(int with_lp, uint64_t *p50, uint64_t *p90,
 	*p99 = kv(&ts[0], "lat_p99_ns");
 	T(*p50 != ~0ULL && *p90 != ~0ULL && *p99 != ~0ULL,
 	  "no latencies:\n%s", ts[0].buf);
+	*lp_share = 0;
+	if (with_lp)
+		*lp_share = 100.0 * (double)kv(&ts[1], "busy_ns") /
+			    (double)kv(&ts[1], "wall_ns");
 	return 0;
 }
 
 static int t_priority(void)
 {
 	uint64_t a50, a90, a99, s50, s90, s99;
+	double lp, none;
 
-	if (hp_latency(0, &a50, &a90, &a99) < 0 ||
-	    hp_latency(1, &s50, &s90, &s99) < 0)
+	if (hp_latency(0, &a50, &a90, &a99, &none) < 0 ||
+	    hp_latency(1, &s50, &s90, &s99, &lp) < 0)
 		return -1;
 	gs_info(P " priority: high-priority 2 ms kernels alone p50 %.1f ms "
 		"p90 %.1f ms p99 %.1f ms; next to a busy neighbour p50 %.1f ms "
-		"p90 %.1f ms p99 %.1f ms", (double)a50 / 1e6, (double)a90 / 1e6,
-		(double)a99 / 1e6, (double)s50 / 1e6, (double)s90 / 1e6,
-		(double)s99 / 1e6);
+		"p90 %.1f ms p99 %.1f ms; the neighbour %.1f%% of wall time",
+		(double)a50 / 1e6, (double)a90 / 1e6, (double)a99 / 1e6,
+		(double)s50 / 1e6, (double)s90 / 1e6, (double)s99 / 1e6, lp);
 	gs_line("GSBENCH " P " hp_p50_ratio %.2f x", (double)s50 / (double)a50);
+	gs_line("GSBENCH " P " hp_p90_ratio %.2f x", (double)s90 / (double)a90);
 	/*
-	 * Most of its launches fall in its own slices either way; those that
-	 * come while another vGPU owns the card (the neighbour, or an idle
-	 * unit), about one in five, wait for that slice's end, up to 100 ms,
-	 * unless they cut it: the 90th percentile tells. (A cut slice's
-	 * holder drains first; on a loaded host its fence can take the
-	 * drain's whole 100 ms, which the 99th percentile may show.)
+	 * Lending the gaps (the card given back once the queue drained)
+	 * makes a kernel wait for the neighbour's two in flight: 4 ms more
+	 * at least, on a 2 ms kernel. The emulator's own noise is the slack.
 	 */
-	T(a90 < 50 * MS && s90 < 50 * MS,
+	T(s90 < 2 * a90 + 2 * MS,
 	  "high-priority p90 %.1f ms alone, %.1f ms next to a busy neighbour: "
-	  "it waited for slices to end rather than cutting them",
+	  "it waited for the neighbour's kernels",
 	  (double)a90 / 1e6, (double)s90 / 1e6);
+	/* It may start before the first kernel: one slice of the window. */
+	T(lp < 5, "the low-priority neighbour ran %.1f%% of wall time next to "
+	  "an active high-priority tenant", lp);
 	return 0;
 }
 
@@ -491,7 +497,7 @@ int main(void)
 	gs_run("fixed_lone_30", t_fixed_lone);
 	gs_run("hybrid_30_0_0", t_hybrid);
 	gs_run("weighted_weak_one_idle", t_weak_idle);
-	gs_run("priority_cuts_slice", t_priority);
+	gs_run("priority_keeps_card", t_priority);
 	gs_run("native_ungated", t_native);
 	gs_run("vgpu_removed_refused", t_removed);
 	return gs_finish();
