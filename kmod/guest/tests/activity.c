@@ -372,6 +372,7 @@ static int t_dead_last_page(void)
 
 /* H: a high-priority vGPU's one EAGAIN starves the card */
 #define CARD_H 12
+#define H_RECLAIM_MS 10
 static int child_h(void *arg)
 {
 	struct gpuslice_attach a;
@@ -385,24 +386,26 @@ static int child_h(void *arg)
 	if (cg[4] == 'H') {
 		for (int i = 0; i < 1000 && !sh[31]; i++)
 			gs_sleep_ms(2);
-		int r = 0, e = 0;
+		int r = 0, e = 0, granted = 0;
 
 		/*
 		 * The subject is an ACQUIRE that fails: one landing in H's own
 		 * unit is granted (work until RELEASE_IDLE), so give that back
-		 * and try again until one fails.
+		 * and try again until one fails: past the reclaim window, as
+		 * an active high-priority vGPU keeps the card.
 		 */
-		for (int i = 0; i < 200; i++) {
+		for (int i = 0; i < 100; i++) {
 			r = gs_acquire(fd, CARD_H, GPUSLICE_ACQUIRE_NONBLOCK, 0,
 				       NULL, NULL);
 			e = errno;
 			if (r < 0)
 				break;
 			TOK(gs_release(fd, CARD_H, GPUSLICE_RELEASE_IDLE, 0));
-			gs_sleep_ms(1);
+			granted++;
+			gs_sleep_ms(H_RECLAIM_MS + 7);
 		}
-		gs_line("GSINFO " P " H high-priority nonblock: rc %d %s", r,
-			r < 0 ? gs_errname(e) : "0");
+		gs_line("GSINFO " P " H high-priority nonblock: rc %d %s (after "
+			"%d granted)", r, r < 0 ? gs_errname(e) : "0", granted);
 		T(r < 0 && e == EAGAIN, "no NONBLOCK ACQUIRE of H failed: rc %d %s",
 		  r, gs_errname(e));
 		sh[32] = 1;
@@ -421,7 +424,8 @@ static int t_high_eagain(void)
 	pid_t ph, pl;
 
 	memset((void *)sh, 0, 256);
-	TOK(gs_card_set(gs_fd, CARD_H, GPUSLICE_POLICY_FIXED, 20, 5 * MS, 0));
+	TOK(gs_card_set(gs_fd, CARD_H, GPUSLICE_POLICY_FIXED, 20, 5 * MS,
+			H_RECLAIM_MS * MS));
 	idh = gs_vgpu_create(gs_fd, CARD_H, ch, 1 << 20, 10, 1, C);
 	idl = gs_vgpu_create(gs_fd, CARD_H, cl, 1 << 20, 50, 0, C);
 	T(idh >= 0 && idl >= 0, "create");
