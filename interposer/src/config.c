@@ -64,6 +64,25 @@ static void sort_cards(struct gs_config *cfg)
 	}
 }
 
+/*
+ * One integer in [min, max] from variable name's value val, into *out when
+ * set (else *out stays); false with err set when malformed.
+ */
+static bool parse_one(const char *name, const char *val,
+		      unsigned long long min, unsigned long long max,
+		      const char *unit, unsigned long long *out, char *err,
+		      size_t errlen)
+{
+	if (!val || !*val)
+		return true;
+	if (parse_list(val, min, max, out, 1) != 1) {
+		snprintf(err, errlen, "%s=%s: want %s %llu-%llu", name, val,
+			 unit, min, max);
+		return false;
+	}
+	return true;
+}
+
 static void copy_setting(char *dst, size_t len, const char *v, const char *def)
 {
 	snprintf(dst, len, "%s", v && *v ? v : def);
@@ -87,15 +106,15 @@ static bool parse_compute(struct gs_config *cfg,
 	const char *vreclaim = get("GPUSLICE_RECLAIM_MS");
 	const char *vkey = get("GPUSLICE_VGPU");
 	unsigned long long v[GS_MAX_CARDS];
+	unsigned long long max_inst = GS_DEFAULT_MAX_INST;
+	unsigned long long slice_ms = GS_DEFAULT_SLICE_MS;
+	unsigned long long reclaim_ms = GS_DEFAULT_RECLAIM_MS;
 	int n;
 
 	for (int i = 0; i < ncards; i++) {
 		pol[i] = -1;
 		quota[i] = 0;
 	}
-	cfg->max_inst = GS_DEFAULT_MAX_INST;
-	cfg->slice_ns = GS_DEFAULT_SLICE_MS * 1000000ULL;
-	cfg->reclaim_ns = GS_DEFAULT_RECLAIM_MS * 1000000ULL;
 	if (vkey && *vkey) {
 		if (strlen(vkey) >= sizeof(cfg->vgpu_key)) {
 			snprintf(err, errlen,
@@ -142,33 +161,16 @@ static bool parse_compute(struct gs_config *cfg,
 		}
 		cfg->high = (unsigned int)v[0];
 	}
-	if (vinst && *vinst) {
-		if (parse_list(vinst, 1, 64, v, 1) != 1) {
-			snprintf(err, errlen,
-				 "GPUSLICE_MAX_INST=%s: want units per period 1-64",
-				 vinst);
-			return false;
-		}
-		cfg->max_inst = (unsigned int)v[0];
-	}
-	if (vslice && *vslice) {
-		if (parse_list(vslice, 1, 100, v, 1) != 1) {
-			snprintf(err, errlen,
-				 "GPUSLICE_SLICE_MS=%s: want milliseconds 1-100",
-				 vslice);
-			return false;
-		}
-		cfg->slice_ns = v[0] * 1000000ULL;
-	}
-	if (vreclaim && *vreclaim) {
-		if (parse_list(vreclaim, 1, 10000, v, 1) != 1) {
-			snprintf(err, errlen,
-				 "GPUSLICE_RECLAIM_MS=%s: want milliseconds 1-10000",
-				 vreclaim);
-			return false;
-		}
-		cfg->reclaim_ns = v[0] * 1000000ULL;
-	}
+	if (!parse_one("GPUSLICE_MAX_INST", vinst, 1, 64, "units per period",
+		       &max_inst, err, errlen) ||
+	    !parse_one("GPUSLICE_SLICE_MS", vslice, 1, 100, "milliseconds",
+		       &slice_ms, err, errlen) ||
+	    !parse_one("GPUSLICE_RECLAIM_MS", vreclaim, 1, 10000,
+		       "milliseconds", &reclaim_ms, err, errlen))
+		return false;
+	cfg->max_inst = (unsigned int)max_inst;
+	cfg->slice_ns = slice_ms * 1000000ULL;
+	cfg->reclaim_ns = reclaim_ms * 1000000ULL;
 	return true;
 }
 
