@@ -165,6 +165,32 @@ static int t_timer_without_procs(void)
 /* ------------------------------------------------------------------ */
 /* C: ATTACH alone makes the vGPU active; D: EAGAIN leaves it pending    */
 
+/*
+ * NONBLOCK ACQUIREs on card until one fails, at most tries, sleep_ms apart:
+ * one that lands in the vGPU's own slice is granted (work until
+ * RELEASE_IDLE), so it is given back first. Returns the last ACQUIRE's
+ * result, its errno in *err and how many were granted in *granted.
+ */
+static int acquire_until_eagain(int fd, uint32_t card, int tries,
+				unsigned int sleep_ms, int *err, int *granted)
+{
+	int r = 0;
+
+	*err = 0;
+	*granted = 0;
+	for (int i = 0; i < tries; i++) {
+		r = gs_acquire(fd, card, GPUSLICE_ACQUIRE_NONBLOCK, 0, NULL,
+			       NULL);
+		*err = errno;
+		if (r < 0)
+			break;
+		TOK(gs_release(fd, card, GPUSLICE_RELEASE_IDLE, 0));
+		++*granted;
+		gs_sleep_ms(sleep_ms);
+	}
+	return r;
+}
+
 #define CARD_C 7
 static int child_c(void *arg)
 {
@@ -183,17 +209,10 @@ static int child_c(void *arg)
 		 * lands on a slice boundary is granted (work until
 		 * RELEASE_IDLE): give that back and poll again.
 		 */
-		int r = 0, e = 0;
+		int e, granted;
+		/* 200 ms: past the reclaim window again */
+		int r = acquire_until_eagain(fd, CARD_C, 20, 200, &e, &granted);
 
-		for (int i = 0; i < 20; i++) {
-			r = gs_acquire(fd, CARD_C, GPUSLICE_ACQUIRE_NONBLOCK, 0,
-				       NULL, NULL);
-			e = errno;
-			if (r < 0)
-				break;
-			TOK(gs_release(fd, CARD_C, GPUSLICE_RELEASE_IDLE, 0));
-			gs_sleep_ms(200);	/* past the reclaim window again */
-		}
 		gs_line("GSINFO " P " D nonblock acquire: rc %d %s", r,
 			r < 0 ? gs_errname(e) : "0");
 		T(r < 0 && e == EAGAIN, "no NONBLOCK ACQUIRE failed: rc %d %s",
@@ -386,7 +405,7 @@ static int child_h(void *arg)
 	if (cg[4] == 'H') {
 		for (int i = 0; i < 1000 && !sh[31]; i++)
 			gs_sleep_ms(2);
-		int r = 0, e = 0, granted = 0;
+		int r, e, granted;
 
 		/*
 		 * The subject is an ACQUIRE that fails: one landing in H's own
@@ -394,16 +413,8 @@ static int child_h(void *arg)
 		 * and try again until one fails: past the reclaim window, as
 		 * an active high-priority vGPU keeps the card.
 		 */
-		for (int i = 0; i < 100; i++) {
-			r = gs_acquire(fd, CARD_H, GPUSLICE_ACQUIRE_NONBLOCK, 0,
-				       NULL, NULL);
-			e = errno;
-			if (r < 0)
-				break;
-			TOK(gs_release(fd, CARD_H, GPUSLICE_RELEASE_IDLE, 0));
-			granted++;
-			gs_sleep_ms(H_RECLAIM_MS + 7);
-		}
+		r = acquire_until_eagain(fd, CARD_H, 100, H_RECLAIM_MS + 7, &e,
+					 &granted);
 		gs_line("GSINFO " P " H high-priority nonblock: rc %d %s (after "
 			"%d granted)", r, r < 0 ? gs_errname(e) : "0", granted);
 		T(r < 0 && e == EAGAIN, "no NONBLOCK ACQUIRE of H failed: rc %d %s",
