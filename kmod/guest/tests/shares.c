@@ -64,6 +64,24 @@ static uint64_t clip(uint64_t a, uint64_t b, uint64_t lo, uint64_t hi)
 	return b > a ? b - a : 0;
 }
 
+/*
+ * A slice of ours seen from first to last ends, found over at now with no
+ * system call since last: records the interval, what of it falls in the
+ * window [t0, t1) as used and last..now as stalled. Returns its length.
+ */
+static uint64_t close_iv(struct wres *r, uint64_t first, uint64_t last,
+			 uint64_t now, uint64_t t0, uint64_t t1)
+{
+	if (r->niv < MAXIV) {
+		r->iv[r->niv][0] = first;
+		r->iv[r->niv][1] = last;
+		r->niv++;
+	}
+	r->used += clip(first, last, t0, t1);
+	r->stalled += clip(last, now, t0, t1);
+	return last - first;
+}
+
 static int worker(void *arg)
 {
 	struct wk *k = arg;
@@ -103,15 +121,8 @@ static int worker(void *arg)
 				/* a new slice of ours */
 				if (open_iv) {
 					/* back to back: the previous one ends */
-					if (r->niv < MAXIV) {
-						r->iv[r->niv][0] = first;
-						r->iv[r->niv][1] = last;
-						r->niv++;
-					}
-					r->used += clip(first, last, t0, t1);
-					unreported += last - first;
-					/* no system call since last */
-					r->stalled += clip(last, now, t0, t1);
+					unreported += close_iv(r, first, last,
+							       now, t0, t1);
 				} else {
 					open_iv = 1;
 				}
@@ -127,14 +138,7 @@ static int worker(void *arg)
 		T(s.owner != GPUSLICE_OWNER_ALL, "page owner ALL on a compute card");
 		/* not owning (or the window is over): close the interval */
 		if (open_iv) {
-			if (r->niv < MAXIV) {
-				r->iv[r->niv][0] = first;
-				r->iv[r->niv][1] = last;
-				r->niv++;
-			}
-			r->used += clip(first, last, t0, t1);
-			unreported += last - first;
-			r->stalled += clip(last, now, t0, t1);
+			unreported += close_iv(r, first, last, now, t0, t1);
 			open_iv = 0;
 			TOK(gs_release(fd, CARD, now >= t1 ? GPUSLICE_RELEASE_IDLE : 0,
 				       unreported));
