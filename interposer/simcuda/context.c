@@ -294,6 +294,9 @@ SIM_API CUresult cuCtxSynchronize(void)
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	rc = sim_capture_sync_ctx(c);
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
 	sim_stream_sync_ctx(NULL);
 	sim_pools_shrink();
 	return sim_leave_rc(CUDA_SUCCESS);

@@ -4,6 +4,12 @@
  * record operation completes it when its stream reaches it, stamping the
  * CLOCK_MONOTONIC time. Queries and waits concern the latest generation,
  * as in CUDA, where an event always reflects its most recent record.
+ *
+ * Recorded on a capturing stream, an event becomes a captured event: a
+ * stream that waits on it joins the capture (capture.c), and querying,
+ * synchronising or timing it is illegal (CUDA_ERROR_CAPTURED_EVENT, and
+ * the capture, still under way, is invalidated) until it is recorded
+ * again outside a capture.
  */
 #include <stdlib.h>
 
@@ -18,6 +24,7 @@ struct sim_event {
 	uint64_t rec_gen;	/* generations recorded so far */
 	uint64_t done_gen;	/* latest generation completed */
 	uint64_t t_ns;		/* when done_gen completed */
+	uint64_t cap_id;	/* last recorded in this capture (0: none) */
 };
 
 void sim_event_unref(struct sim_event *ev)
@@ -107,6 +114,16 @@ static CUresult event_op(CUevent hEvent, CUstream h, int ptds, int kind)
 	rc = sim_stream_get(h, ptds, sim_ctx_current(), &st);
 	if (rc != CUDA_SUCCESS)
 		return sim_leave_rc(rc);
+	if (kind == OP_WAIT && ev->cap_id)
+		return sim_leave_rc(sim_capture_join(st, ev->cap_id));
+	if (sim_capture_redirect(st, &rc)) {
+		/* A record in a capture marks the event, a wait changes nothing. */
+		if (rc == CUDA_SUCCESS && kind == OP_RECORD)
+			ev->cap_id = sim_capture_id(st);
+		return sim_leave_rc(rc);
+	}
+	if (kind == OP_RECORD)
+		ev->cap_id = 0;
 	/* Waiting for an event with nothing pending is a no-op. */
 	if (kind == OP_WAIT && complete(ev))
 		return sim_leave_rc(CUDA_SUCCESS);
@@ -148,6 +165,19 @@ SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent,
 	return event_op(hEvent, hStream, 1, OP_WAIT);
 }
 
+/*
+ * Whether ev may be queried or waited for now (entered): not a captured
+ * event, and not a call the capture mode prohibits (an unsafe call).
+ */
+static CUresult observable(const struct sim_event *ev)
+{
+	if (ev->cap_id) {
+		sim_capture_invalidate_id(ev->cap_id);
+		return CUDA_ERROR_CAPTURED_EVENT;
+	}
+	return sim_capture_unsafe();
+}
+
 SIM_API CUresult cuEventQuery(CUevent hEvent)
 {
 	CUresult rc = sim_enter();
@@ -158,6 +188,9 @@ SIM_API CUresult cuEventQuery(CUevent hEvent)
 	ev = sim_handle_get(hEvent, SH_EVENT);
 	if (!ev)
 		return sim_leave_rc(CUDA_ERROR_INVALID_HANDLE);
+	rc = observable(ev);
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
 	return sim_leave_rc(complete(ev) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
 }
 
@@ -171,6 +204,9 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent)
 	ev = sim_handle_get(hEvent, SH_EVENT);
 	if (!ev)
 		return sim_leave_rc(CUDA_ERROR_INVALID_HANDLE);
+	rc = observable(ev);
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
 	ev->refs++;
 	sim_event_wait(ev, ev->rec_gen);
 	sim_event_unref(ev);
@@ -190,6 +226,8 @@ SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart,
 	b = sim_handle_get(hEnd, SH_EVENT);
 	if (!pMilliseconds)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
+	if (a && b && (a->cap_id || b->cap_id))
+		return sim_leave_rc(CUDA_ERROR_CAPTURED_EVENT);
 	if (!a || !b || !a->rec_gen || !b->rec_gen ||
 	    ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING))
 		return sim_leave_rc(CUDA_ERROR_INVALID_HANDLE);

@@ -1,175 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Modules and kernel launches.
+ * Kernel launches.
  *
- * A module image is PTX text; every ".entry NAME" in it becomes a function.
  * Nothing is compiled or run: the launch contract of this simulator is
  * that kernelParams[0] points to a uint64_t holding the kernel's duration
- * in nanoseconds, for which the kernel occupies its device's engine (see
- * simst_engine_run) once its stream reaches it.
+ * in nanoseconds (for the launch calls of before CUDA 4.0, the first 8
+ * bytes of the parameter buffer cuParamSetv filled), for which the kernel
+ * occupies its device's engine (see simst_engine_run) once its stream
+ * reaches it. On a capturing stream the launch becomes a kernel node of
+ * the capture's graph instead (capture.c), with its duration read now, as
+ * the driver copies a captured launch's parameters.
+ *
+ * A CUfunction runs in the current context; a CUkernel (module.c) in the
+ * context of its stream, or the current one for the NULL stream.
  */
-#include <ctype.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "sim.h"
 
 #define SIM_MAX_BLOCK_THREADS 1024
-
-struct sim_func {
-	struct sim_module *mod;
-	char name[];
-};
-
-struct sim_module {
-	int nfunc;
-	struct sim_func **funcs;
-};
-
-static int name_char(char c)
-{
-	return isalnum((unsigned char)c) || c == '_' || c == '$';
-}
-
-/*
- * Finds the next ".entry NAME" of text at or after *pos; returns the
- * name's length, 0 when there is none left.
- */
-static size_t next_entry(const char *text, const char **pos,
-			 const char **name)
-{
-	const char *p = *pos;
-
-	while ((p = strstr(p, ".entry")) != NULL) {
-		const char *q = p + 6;
-		int starts = p == text || isspace((unsigned char)p[-1]);
-
-		p = q;
-		if (!starts || !isspace((unsigned char)*q))
-			continue;
-		while (isspace((unsigned char)*q))
-			q++;
-		*name = q;
-		while (name_char(*q))
-			q++;
-		*pos = q;
-		if (q > *name)
-			return (size_t)(q - *name);
-	}
-	*pos = NULL;
-	return 0;
-}
-
-static int add_func(struct sim_module *m, const char *name, size_t len)
-{
-	struct sim_func **v, *f;
-
-	v = realloc(m->funcs, (size_t)(m->nfunc + 1) * sizeof(*v));
-	if (!v)
-		return -1;
-	m->funcs = v;
-	f = malloc(sizeof(*f) + len + 1);
-	if (!f)
-		return -1;
-	f->mod = m;
-	memcpy(f->name, name, len);
-	f->name[len] = '\0';
-	if (sim_handle_add(f, SH_FUNC, m, -1)) {
-		free(f);
-		return -1;
-	}
-	m->funcs[m->nfunc++] = f;
-	return 0;
-}
-
-static void module_destroy(struct sim_module *m)
-{
-	for (int i = 0; i < m->nfunc; i++) {
-		sim_handle_del(m->funcs[i]);
-		free(m->funcs[i]);
-	}
-	free(m->funcs);
-	free(m);
-}
-
-void sim_module_free(struct sim_entry *e)
-{
-	struct sim_module *m = (struct sim_module *)(uintptr_t)e->key;
-
-	sim_table_del(&sim.handles, e);
-	module_destroy(m);
-}
-
-static CUresult parse(struct sim_module *m, const char *text)
-{
-	const char *pos = text, *name = NULL;
-	size_t len;
-
-	while ((len = next_entry(text, &pos, &name)) != 0)
-		if (add_func(m, name, len))
-			return CUDA_ERROR_OUT_OF_MEMORY;
-	return m->nfunc ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
-}
-
-SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
-{
-	struct sim_module *m;
-	struct sim_ctx *c;
-	CUresult rc = sim_enter_ctx(&c);
-
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	if (!module || !image)
-		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
-	m = calloc(1, sizeof(*m));
-	if (!m)
-		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
-	rc = parse(m, image);
-	if (rc == CUDA_SUCCESS && sim_handle_add(m, SH_MODULE, c, c->dev))
-		rc = CUDA_ERROR_OUT_OF_MEMORY;
-	if (rc != CUDA_SUCCESS) {
-		module_destroy(m);
-		return sim_leave_rc(rc);
-	}
-	*module = (CUmodule)m;
-	return sim_leave_rc(CUDA_SUCCESS);
-}
-
-SIM_API CUresult cuModuleUnload(CUmodule hmod)
-{
-	CUresult rc = sim_enter();
-	struct sim_entry *e;
-
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	e = sim_handle_entry(hmod);
-	if (!e || e->kind != SH_MODULE)
-		return sim_leave_rc(CUDA_ERROR_INVALID_HANDLE);
-	sim_module_free(e);
-	return sim_leave_rc(CUDA_SUCCESS);
-}
-
-SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
-				     const char *name)
-{
-	CUresult rc = sim_enter();
-	struct sim_module *m;
-
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	if (!hfunc || !name)
-		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
-	m = sim_handle_get(hmod, SH_MODULE);
-	if (!m)
-		return sim_leave_rc(CUDA_ERROR_INVALID_HANDLE);
-	for (int i = 0; i < m->nfunc; i++) {
-		if (!strcmp(m->funcs[i]->name, name)) {
-			*hfunc = (CUfunction)m->funcs[i];
-			return sim_leave_rc(CUDA_SUCCESS);
-		}
-	}
-	return sim_leave_rc(CUDA_ERROR_NOT_FOUND);
-}
 
 struct launch {
 	CUfunction f;
@@ -179,6 +28,7 @@ struct launch {
 	void **params;
 	void **extra;
 	int ptds;
+	int legacy_params;	/* cuLaunch*: the function's parameter buffer */
 };
 
 static int dims_ok(const struct launch *l)
@@ -196,35 +46,75 @@ static int dims_ok(const struct launch *l)
 }
 
 /* The duration the caller passes by the launch contract. */
-static uint64_t duration(const struct launch *l)
+static uint64_t duration(const struct launch *l, const struct sim_func *f)
 {
+	uint64_t d = 0;
+
+	if (l->legacy_params) {
+		if (f->param_size >= sizeof(d))
+			memcpy(&d, f->params, sizeof(d));
+		return d;
+	}
 	if (!l->params || l->extra || !l->params[0])
 		return 0;
 	return *(const uint64_t *)l->params[0];
 }
 
+/*
+ * Entered: the launch's function and the context it runs in. A kernel of a
+ * library runs in its stream's context (the current one for the special
+ * streams); a function in the current context.
+ */
+static CUresult launch_target(const struct launch *l, struct sim_func **f,
+			      struct sim_ctx **ctx)
+{
+	struct sim_stream *st;
+	int special = !l->stream || l->stream == CU_STREAM_LEGACY ||
+		      l->stream == CU_STREAM_PER_THREAD;
+
+	*ctx = sim_ctx_current();
+	if ((*f = sim_handle_get(l->f, SH_FUNC)) != NULL)
+		return *ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	if ((*f = sim_handle_get(l->f, SH_KERNEL)) == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!special) {
+		st = sim_handle_get(l->stream, SH_STREAM);
+		if (!st)
+			return CUDA_ERROR_INVALID_HANDLE;
+		*ctx = st->ctx;
+	}
+	return *ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
 static CUresult launch(const struct launch *l)
 {
 	struct sim_stream *st;
+	struct sim_func *f;
 	struct sim_op *op;
 	struct sim_ctx *c;
-	CUresult rc = sim_enter_ctx(&c);
+	CUresult rc = sim_enter();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!sim_handle_get(l->f, SH_FUNC))
-		return sim_leave_rc(CUDA_ERROR_INVALID_HANDLE);
+	rc = launch_target(l, &f, &c);
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
 	/* kernelParams and extra are mutually exclusive, as documented. */
 	if (!dims_ok(l) || (l->params && l->extra))
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
 	rc = sim_stream_get(l->stream, l->ptds, c, &st);
 	if (rc != CUDA_SUCCESS)
 		return sim_leave_rc(rc);
+	if (sim_capture_redirect(st, &rc)) {
+		if (rc == CUDA_SUCCESS)
+			rc = sim_capture_kernel(st, duration(l, f));
+		return sim_leave_rc(rc);
+	}
 	op = sim_op_new(OP_KERNEL);
 	if (!op)
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
 	op->dev = st->ctx->dev;
-	op->arg = duration(l);
+	op->arg = duration(l, f);
 	sim_stream_push(st, op);
 	return sim_leave_rc(CUDA_SUCCESS);
 }
@@ -359,25 +249,44 @@ SIM_API CUresult cuLaunchCooperativeKernelMultiDevice(
 	return CUDA_SUCCESS;
 }
 
-/* Graphs are not modelled: no executable graph exists to launch. */
-static CUresult graph_launch(CUgraphExec hGraphExec)
+/*
+ * The launch calls of before CUDA 4.0: the block shape and the parameters
+ * were set on the function first (module.c). cuLaunch is a 1x1 grid; the
+ * synchronous two run on the legacy stream.
+ */
+static CUresult launch_legacy(CUfunction f, int w, int h, CUstream s)
 {
+	struct launch l = { .f = f, .grid = { (unsigned int)w,
+			    (unsigned int)h, 1 }, .stream = s,
+			    .legacy_params = 1 };
+	struct sim_func *fn;
 	CUresult rc = sim_enter();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	return sim_leave_rc(hGraphExec ? CUDA_ERROR_INVALID_HANDLE :
-					 CUDA_ERROR_INVALID_VALUE);
+	fn = sim_handle_get(f, SH_FUNC);
+	if (fn)
+		memcpy(l.block, fn->block, sizeof(l.block));
+	sim_leave_rc(CUDA_SUCCESS);
+	if (!fn)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (w <= 0 || h <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	return launch(&l);
 }
 
-SIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+SIM_API CUresult cuLaunch(CUfunction f)
 {
-	(void)hStream;
-	return graph_launch(hGraphExec);
+	return launch_legacy(f, 1, 1, CU_STREAM_LEGACY);
 }
 
-SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+SIM_API CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
 {
-	(void)hStream;
-	return graph_launch(hGraphExec);
+	return launch_legacy(f, grid_width, grid_height, CU_STREAM_LEGACY);
+}
+
+SIM_API CUresult cuLaunchGridAsync(CUfunction f, int grid_width,
+				   int grid_height, CUstream hStream)
+{
+	return launch_legacy(f, grid_width, grid_height, hStream);
 }

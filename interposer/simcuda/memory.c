@@ -56,11 +56,18 @@ void sim_mem_drop_ctx(struct sim_ctx *ctx)
 	}
 }
 
-/* Called entered, with the current context; leaves. */
+/*
+ * Called entered, with the current context; leaves. Allocating is a
+ * potentially unsafe call while a stream captures (capture.c).
+ */
 static CUresult alloc_in(struct sim_ctx *c, CUdeviceptr *dptr, uint64_t size,
 			 int kind)
 {
-	CUresult rc = sim_charge(c->dev, size);
+	CUresult rc = sim_capture_unsafe();
+
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
+	rc = sim_charge(c->dev, size);
 
 	if (rc != CUDA_SUCCESS)
 		return sim_leave_rc(rc);
@@ -132,6 +139,12 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 	e = sim_table_get(&sim.mem, dptr);
 	if (!e || e->kind == SM_MAPPED)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
+	rc = sim_capture_unsafe();
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
+	/* A graph allocation's lifetime ends; its graph keeps the memory. */
+	if (e->kind == SM_GRAPH)
+		return sim_leave_rc(CUDA_SUCCESS);
 	/* A stream-ordered allocation freed directly goes back to its pool. */
 	if (e->kind == SM_POOL)
 		sim_pool_put(e->owner, e->len);

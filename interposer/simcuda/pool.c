@@ -136,6 +136,18 @@ static CUresult alloc_stream(struct sim_ctx *c, CUdeviceptr *dptr,
 	return CUDA_SUCCESS;
 }
 
+/*
+ * Called entered; leaves. Under capture the allocation is a node of the
+ * graph, with an address and no memory until the graph runs (graph.c).
+ */
+static CUresult captured_alloc(struct sim_stream *st, int dev, size_t size,
+			       CUdeviceptr *dptr, CUresult rc)
+{
+	if (rc == CUDA_SUCCESS)
+		rc = sim_graph_add_alloc(sim_capture_graph(st), dev, size, dptr);
+	return sim_leave_rc(rc);
+}
+
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h,
 			    int ptds)
 {
@@ -148,6 +160,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h,
 	rc = alloc_stream(c, dptr, size, h, ptds, &st);
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	if (sim_capture_redirect(st, &rc))
+		return captured_alloc(st, st->ctx->dev, size, dptr, rc);
 	return pool_alloc(sim.cur_pool[st->ctx->dev], size, dptr);
 }
 
@@ -179,6 +193,8 @@ static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size,
 	rc = alloc_stream(c, dptr, size, h, ptds, &st);
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	if (sim_capture_redirect(st, &rc))
+		return captured_alloc(st, p->dev, size, dptr, rc);
 	return pool_alloc(p, size, dptr);
 }
 
@@ -214,9 +230,17 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptds)
 	rc = sim_stream_get(h, ptds, c, &st);
 	if (rc != CUDA_SUCCESS)
 		return sim_leave_rc(rc);
+	if (sim_capture_redirect(st, &rc)) {
+		if (rc == CUDA_SUCCESS)
+			rc = sim_graph_add_free(sim_capture_graph(st), dptr);
+		return sim_leave_rc(rc);
+	}
 	e = sim_table_get(&sim.mem, dptr);
 	if (!e || e->kind == SM_MAPPED)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
+	/* A graph allocation's lifetime ends; its graph keeps the memory. */
+	if (e->kind == SM_GRAPH)
+		return sim_leave_rc(CUDA_SUCCESS);
 	op = sim_op_new(OP_FREE);
 	if (!op)
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);

@@ -30,19 +30,27 @@ static void *const public_fns[] = {
 #undef CU_PROC
 };
 
+/*
+ * One trampoline per table row, named by its line in procaddr.def: a
+ * symbol may be the answer for more than one base name.
+ */
+#define TRAMP_NAME2(sym, line) sim_private_##sym##_##line
+#define TRAMP_NAME(sym, line) TRAMP_NAME2(sym, line)
+#define TRAMP_STR2(x) #x
+#define TRAMP_STR(x) TRAMP_STR2(x)
 #define CU_PROC(base, sym, ver, ptsz)					\
 	__asm__(".pushsection .text\n\t.p2align 4\n\t"		\
-		".globl sim_private_" #sym "\n\t"			\
-		".hidden sim_private_" #sym "\n"			\
-		"sim_private_" #sym ":\n\t"				\
+		".globl " TRAMP_STR(TRAMP_NAME(sym, __LINE__)) "\n\t"	\
+		".hidden " TRAMP_STR(TRAMP_NAME(sym, __LINE__)) "\n"	\
+		TRAMP_STR(TRAMP_NAME(sym, __LINE__)) ":\n\t"		\
 		"jmp *" #sym "@GOTPCREL(%rip)\n\t"			\
 		".popsection");						\
-	extern char sim_private_##sym[];
+	extern char TRAMP_NAME(sym, __LINE__)[];
 #include "gpuslice/procaddr.def"
 #undef CU_PROC
 
 static void *const private_fns[] = {
-#define CU_PROC(base, sym, ver, ptsz) (void *)sim_private_##sym,
+#define CU_PROC(base, sym, ver, ptsz) (void *)TRAMP_NAME(sym, __LINE__),
 #include "gpuslice/procaddr.def"
 #undef CU_PROC
 };

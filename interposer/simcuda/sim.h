@@ -42,6 +42,11 @@ enum sim_hkind {
 	SH_ARRAY,
 	SH_MIPMAP,
 	SH_VMM,
+	SH_LIBRARY,	/* cuLibraryLoadData */
+	SH_KERNEL,	/* a library's CUkernel */
+	SH_GRAPH,
+	SH_GNODE,
+	SH_GEXEC,
 };
 
 /* Kinds of device address range in sim.mem. */
@@ -51,6 +56,7 @@ enum sim_mkind {
 	SM_PITCH,
 	SM_POOL,
 	SM_MAPPED,
+	SM_GRAPH,	/* a graph allocation's address (graph.c) */
 };
 
 /* A sorted table of [key, key + len) ranges, or of handles (len 0). */
@@ -76,6 +82,21 @@ uint64_t sim_table_gap(const struct sim_table *t, uint64_t lo, uint64_t hi,
 		       uint64_t *cursor, uint64_t size, uint64_t align);
 
 struct sim_stream;
+struct sim_capture;
+struct sim_module;
+
+/* A module's function or a library's kernel (module.c). */
+#define SIM_PARAM_BYTES 4096
+
+struct sim_func {
+	struct sim_module *mod;
+	struct sim_ctx *ctx;		/* cuKernelGetFunction's context */
+	struct sim_func *per_ctx;	/* a kernel's functions, by context */
+	unsigned int block[3];		/* cuFuncSetBlockShape */
+	unsigned int param_size;	/* cuParamSetSize */
+	unsigned char params[SIM_PARAM_BYTES];	/* cuParamSetv */
+	char name[];
+};
 
 struct sim_ctx {
 	int dev;
@@ -100,6 +121,11 @@ struct sim_pool {
 	int reuse[3];
 };
 
+/* The graph allocator of a device (graph.c). */
+struct sim_gmem {
+	uint64_t reserved, used, reserved_high, used_high;
+};
+
 struct sim_global {
 	pthread_mutex_t lock;
 	pthread_cond_t progress;	/* broadcast when any op completes */
@@ -117,6 +143,9 @@ struct sim_global {
 	struct sim_pool *cur_pool[SIMST_MAX_DEV];
 	struct sim_pool *pools;
 	struct sim_stream *streams;
+	struct sim_capture *captures;	/* the process's, under way */
+	uint64_t next_capture_id;
+	struct sim_gmem gmem[SIMST_MAX_DEV];
 };
 
 extern struct sim_global sim;
@@ -159,9 +188,15 @@ void sim_pools_shrink(void);
 void sim_pool_put(struct sim_pool *p, uint64_t size);
 
 /* stream.c */
-enum sim_op_kind { OP_KERNEL, OP_FREE, OP_RECORD, OP_WAIT };
+enum sim_op_kind { OP_KERNEL, OP_FREE, OP_RECORD, OP_WAIT, OP_HOST };
 
 struct sim_event;
+
+/* Work an op waits for first: the legacy stream's implicit ordering. */
+struct sim_dep {
+	struct sim_stream *st;
+	uint64_t seq;
+};
 
 struct sim_op {
 	struct sim_op *next;
@@ -172,21 +207,29 @@ struct sim_op {
 	uint64_t gen;		/* event generation recorded or waited for */
 	struct sim_pool *pool;
 	struct sim_event *ev;
+	CUhostFn fn;		/* OP_HOST */
+	void *data;
+	int ndeps;
+	struct sim_dep *deps;
 };
 
 struct sim_stream {
 	struct sim_stream *next;	/* in sim.streams */
 	struct sim_ctx *ctx;
 	unsigned int flags;
+	int legacy;		/* the context's legacy (NULL) stream */
 	pthread_cond_t work;
 	struct sim_op *head, *tail;
 	uint64_t enq, done;	/* ops enqueued / completed so far */
 	int refs;		/* handle, worker thread, waiters */
 	int closing;		/* the worker exits once drained */
+	struct sim_capture *cap;	/* the capture it is part of */
 };
 
 CUresult sim_stream_get(CUstream h, int ptds, struct sim_ctx *ctx,
 			struct sim_stream **out);
+void sim_stream_ref(struct sim_stream *st);
+void sim_stream_unref(struct sim_stream *st);
 struct sim_op *sim_op_new(int kind);
 void sim_stream_push(struct sim_stream *st, struct sim_op *op);
 void sim_stream_sync_ctx(struct sim_ctx *ctx);
@@ -198,7 +241,45 @@ void sim_event_wait(struct sim_event *ev, uint64_t gen);
 void sim_event_unref(struct sim_event *ev);
 void sim_event_free(struct sim_entry *e);
 
-/* launch.c */
+/* module.c */
 void sim_module_free(struct sim_entry *e);
+
+/*
+ * capture.c: stream capture. Called entered (sim.lock held).
+ *
+ * sim_capture_redirect: whether an operation for st must not be queued:
+ * 1 with *rc CUDA_SUCCESS when st captures (the caller adds a node), or an
+ * error (an invalidated capture, the legacy stream of a context whose
+ * blocking stream captures); 0 to queue it as usual.
+ */
+int sim_capture_redirect(struct sim_stream *st, CUresult *rc);
+/* The capture's graph gains a node (graph.c's nodes). */
+CUresult sim_capture_kernel(struct sim_stream *st, uint64_t duration_ns);
+struct sim_graph *sim_capture_graph(struct sim_stream *st);
+/* A potentially unsafe call (cuMemAlloc, a synchronisation, a query). */
+CUresult sim_capture_unsafe(void);
+/* Synchronising with or querying st, or every stream of ctx. */
+CUresult sim_capture_sync_stream(struct sim_stream *st);
+CUresult sim_capture_sync_ctx(struct sim_ctx *ctx);
+/* An illegal use of what capture id did: it is invalidated. */
+int sim_capture_live(uint64_t id);
+void sim_capture_invalidate_id(uint64_t id);
+uint64_t sim_capture_id(const struct sim_stream *st);
+/* st joins capture id (a wait on an event recorded in it). */
+CUresult sim_capture_join(struct sim_stream *st, uint64_t id);
+/* st is going away: a capture begun on it ends, invalidated. */
+void sim_capture_stream_gone(struct sim_stream *st);
+
+/* graph.c */
+struct sim_graph;
+void sim_graph_free(struct sim_entry *e);
+void sim_gexec_free(struct sim_entry *e);
+struct sim_graph *sim_graph_new(void);
+void sim_graph_destroy(struct sim_graph *g);
+CUresult sim_graph_add_kernel(struct sim_graph *g, int dev, uint64_t ns);
+CUresult sim_graph_add_host(struct sim_graph *g, CUhostFn fn, void *data);
+CUresult sim_graph_add_alloc(struct sim_graph *g, int dev, uint64_t bytes,
+			     CUdeviceptr *dptr);
+CUresult sim_graph_add_free(struct sim_graph *g, CUdeviceptr dptr);
 
 #endif /* SIMCUDA_SIM_H */

@@ -6,9 +6,16 @@
  *
  * The NULL stream and CU_STREAM_LEGACY map to one legacy stream per
  * context; CU_STREAM_PER_THREAD (and 0 in the _ptsz entry points) to one
- * stream per thread and context, destroyed when the thread exits. The
- * legacy stream's implicit synchronisation with other blocking streams is
- * not modelled.
+ * stream per thread and context, destroyed when the thread exits. As the
+ * driver API documents ("Stream synchronization behavior"), the legacy
+ * stream synchronises with the context's blocking streams (those created
+ * without CU_STREAM_NON_BLOCKING, per-thread streams included): work
+ * queued on it waits for what they queued before, and work queued on them
+ * waits for what it queued before. Non-blocking streams are independent.
+ *
+ * A host function (cuLaunchHostFunc) runs on the stream's worker, in order,
+ * without the driver's lock, as a CUDA host function runs on a driver
+ * thread.
  *
  * Lifetime: a stream is reference counted (its handle, its worker, and
  * anyone waiting on it) and freed, under sim.lock, when the last goes.
@@ -34,7 +41,12 @@ static __thread struct ptds_ent *ptds_list;
 static pthread_key_t ptds_key;
 static pthread_once_t ptds_once = PTHREAD_ONCE_INIT;
 
-static void stream_unref(struct sim_stream *st)
+void sim_stream_ref(struct sim_stream *st)
+{
+	st->refs++;
+}
+
+void sim_stream_unref(struct sim_stream *st)
 {
 	struct sim_stream **pp = &sim.streams;
 
@@ -53,9 +65,10 @@ static void stream_close(struct sim_stream *st)
 	if (st->closing)
 		return;
 	st->closing = 1;
+	sim_capture_stream_gone(st);
 	sim_handle_del(st);
 	pthread_cond_signal(&st->work);
-	stream_unref(st);
+	sim_stream_unref(st);
 }
 
 static void run_op(struct sim_op *op)
@@ -80,7 +93,27 @@ static void run_op(struct sim_op *op)
 		sim_event_wait(op->ev, op->gen);
 		sim_event_unref(op->ev);
 		break;
+	case OP_HOST:
+		pthread_mutex_unlock(&sim.lock);
+		op->fn(op->data);
+		pthread_mutex_lock(&sim.lock);
+		break;
 	}
+}
+
+/* Waits, sim.lock held, for the work op was queued behind implicitly. */
+static void wait_deps(struct sim_op *op)
+{
+	for (int i = 0; i < op->ndeps; i++) {
+		struct sim_dep *d = &op->deps[i];
+
+		while (d->st->done < d->seq)
+			pthread_cond_wait(&sim.progress, &sim.lock);
+		sim_stream_unref(d->st);
+	}
+	free(op->deps);
+	op->deps = NULL;
+	op->ndeps = 0;
 }
 
 /* The op stays at the head while it runs, so queries see it pending. */
@@ -103,6 +136,7 @@ static void *worker(void *arg)
 		op = st->head;
 		if (!op)
 			break;
+		wait_deps(op);
 		run_op(op);
 		st->head = op->next;
 		if (!st->head)
@@ -111,7 +145,7 @@ static void *worker(void *arg)
 		free(op);
 		pthread_cond_broadcast(&sim.progress);
 	}
-	stream_unref(st);
+	sim_stream_unref(st);
 	pthread_mutex_unlock(&sim.lock);
 	return NULL;
 }
@@ -164,8 +198,43 @@ struct sim_op *sim_op_new(int kind)
 	return op;
 }
 
+static int blocking(const struct sim_stream *st)
+{
+	return !(st->flags & CU_STREAM_NON_BLOCKING);
+}
+
+static void add_dep(struct sim_op *op, struct sim_stream *on)
+{
+	struct sim_dep *v;
+
+	if (on->done >= on->enq)
+		return;	/* nothing of it left to wait for */
+	v = realloc(op->deps, (size_t)(op->ndeps + 1) * sizeof(*v));
+	if (!v)
+		return;	/* out of memory: the ordering is lost, not the op */
+	op->deps = v;
+	v[op->ndeps++] = (struct sim_dep){ on, on->enq };
+	on->refs++;
+}
+
+/*
+ * The legacy stream's implicit ordering: an op for it waits for the
+ * blocking streams of its context, an op for one of those for it.
+ */
+static void implicit_deps(struct sim_stream *st, struct sim_op *op)
+{
+	if (st->legacy) {
+		for (struct sim_stream *s = sim.streams; s; s = s->next)
+			if (s != st && s->ctx == st->ctx && blocking(s))
+				add_dep(op, s);
+	} else if (blocking(st) && st->ctx->legacy) {
+		add_dep(op, st->ctx->legacy);
+	}
+}
+
 void sim_stream_push(struct sim_stream *st, struct sim_op *op)
 {
+	implicit_deps(st, op);
 	op->seq = ++st->enq;
 	if (st->tail)
 		st->tail->next = op;
@@ -181,7 +250,7 @@ static void stream_wait(struct sim_stream *st, uint64_t target)
 	st->refs++;
 	while (st->done < target)
 		pthread_cond_wait(&sim.progress, &sim.lock);
-	stream_unref(st);
+	sim_stream_unref(st);
 }
 
 /*
@@ -205,7 +274,7 @@ void sim_stream_sync_ctx(struct sim_ctx *ctx)
 		next = st->next;
 		if (next)
 			next->refs++;
-		stream_unref(st);
+		sim_stream_unref(st);
 	}
 }
 
@@ -297,8 +366,11 @@ static CUresult per_thread(struct sim_ctx *ctx, struct sim_stream **out)
 
 static CUresult legacy(struct sim_ctx *ctx, struct sim_stream **out)
 {
-	if (!ctx->legacy)
+	if (!ctx->legacy) {
 		ctx->legacy = stream_new(ctx, 0);
+		if (ctx->legacy)
+			ctx->legacy->legacy = 1;
+	}
 	if (!ctx->legacy)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*out = ctx->legacy;
@@ -345,7 +417,7 @@ SIM_API CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
 	if (sim_handle_add(st, SH_STREAM, c, c->dev)) {
 		st->closing = 1;	/* never visible: let the worker go */
 		pthread_cond_signal(&st->work);
-		stream_unref(st);
+		sim_stream_unref(st);
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
 	}
 	*phStream = (CUstream)st;
@@ -375,6 +447,8 @@ static CUresult stream_sync(CUstream h, int ptds)
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	rc = sim_stream_get(h, ptds, sim_ctx_current(), &st);
+	if (rc == CUDA_SUCCESS)
+		rc = sim_capture_sync_stream(st);
 	if (rc != CUDA_SUCCESS)
 		return sim_leave_rc(rc);
 	stream_wait(st, st->enq);
@@ -400,6 +474,8 @@ static CUresult stream_query(CUstream h, int ptds)
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	rc = sim_stream_get(h, ptds, sim_ctx_current(), &st);
+	if (rc == CUDA_SUCCESS)
+		rc = sim_capture_sync_stream(st);
 	if (rc == CUDA_SUCCESS && st->done < st->enq)
 		rc = CUDA_ERROR_NOT_READY;
 	return sim_leave_rc(rc);
@@ -413,4 +489,68 @@ SIM_API CUresult cuStreamQuery(CUstream hStream)
 SIM_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
 	return stream_query(hStream, 1);
+}
+
+static CUresult host_func(CUstream h, int ptds, CUhostFn fn, void *data)
+{
+	struct sim_stream *st;
+	struct sim_op *op;
+	CUresult rc = sim_enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!fn)
+		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
+	rc = sim_stream_get(h, ptds, sim_ctx_current(), &st);
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
+	if (sim_capture_redirect(st, &rc)) {
+		if (rc == CUDA_SUCCESS)
+			rc = sim_graph_add_host(sim_capture_graph(st), fn, data);
+		return sim_leave_rc(rc);
+	}
+	op = sim_op_new(OP_HOST);
+	if (!op)
+		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
+	op->fn = fn;
+	op->data = data;
+	sim_stream_push(st, op);
+	return sim_leave_rc(CUDA_SUCCESS);
+}
+
+SIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn,
+				  void *userData)
+{
+	return host_func(hStream, 0, fn, userData);
+}
+
+SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn,
+				       void *userData)
+{
+	return host_func(hStream, 1, fn, userData);
+}
+
+static CUresult stream_ctx(CUstream h, int ptds, CUcontext *pctx)
+{
+	struct sim_stream *st;
+	CUresult rc = sim_enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!pctx)
+		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
+	rc = sim_stream_get(h, ptds, sim_ctx_current(), &st);
+	if (rc == CUDA_SUCCESS)
+		*pctx = (CUcontext)st->ctx;
+	return sim_leave_rc(rc);
+}
+
+SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+	return stream_ctx(hStream, 0, pctx);
+}
+
+SIM_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+	return stream_ctx(hStream, 1, pctx);
 }

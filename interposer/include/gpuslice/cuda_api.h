@@ -193,4 +193,7 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 }
 #endif
 
+/* Stream capture, graphs, libraries and the legacy launches. */
+#include "cuda_graph.h"
+
 #endif /* GPUSLICE_CUDA_API_H */
