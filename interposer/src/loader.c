@@ -6,8 +6,9 @@
  * each must land in the shim:
  *  - it links libcuda.so.1: LD_PRELOAD puts the shim's exports first;
  *  - it dlopen()s libcuda.so.1 and dlsym()s (PyTorch, NVML users): the
- *    shim's dlsym() returns its wrapper when the symbol resolves into the
- *    real driver;
+ *    shim's dlsym() returns its wrapper when the symbol, looked up on a
+ *    library's handle, resolves into the real driver; every other lookup
+ *    is libc's, as if the shim were not there (dlsym_entry.S);
  *  - it asks cuGetProcAddress / _v2 (static cudart): the shim lets the real
  *    driver pick the version and per-thread-stream variant, then swaps the
  *    function it returned for the wrapper of that same function.
@@ -47,7 +48,7 @@ typedef void *(*dlsym_fn)(void *, const char *);
 
 /*
  * The libc dlsym behind the shim's own. dlvsym is not wrapped, so asking
- * it cannot recurse into the wrapper below.
+ * it cannot recurse into the shim's dlsym.
  */
 static dlsym_fn libc_dlsym(void)
 {
@@ -81,9 +82,11 @@ static void load_library(const char *path, bool nvml)
 		       "cannot load the real driver library %s: %s", path,
 		       dlerror());
 	} else {
-		for (size_t i = 0; i < NENTRIES; i++) {
+		dlsym_fn real = libc_dlsym();
+
+		for (size_t i = 0; real && i < NENTRIES; i++) {
 			if (entries[i].nvml == nvml)
-				*entries[i].real = dlsym(h, entries[i].name);
+				*entries[i].real = real(h, entries[i].name);
 		}
 	}
 	loading = false;
@@ -142,14 +145,18 @@ void *gs_hook_for_real(void *real_fn)
 	return NULL;
 }
 
-/* Whether fn lives in a real driver library (libcuda or libnvidia-ml). */
-static bool in_driver(void *fn)
+/*
+ * Whether addr lies in a real driver library, known by its file name
+ * (libcuda.so*, libnvidia-ml.so*, or the configured paths): a function the
+ * driver exports, or the return address of a call the driver made.
+ */
+static bool in_driver(void *addr)
 {
 	const struct gs_config *cfg = gs_config();
 	const char *base;
 	Dl_info info;
 
-	if (!dladdr(fn, &info) || !info.dli_fname)
+	if (!dladdr(addr, &info) || !info.dli_fname)
 		return false;
 	base = strrchr(info.dli_fname, '/');
 	base = base ? base + 1 : info.dli_fname;
@@ -159,27 +166,72 @@ static bool in_driver(void *fn)
 	       !strcmp(info.dli_fname, cfg->real_libnvml);
 }
 
-GS_EXPORT void *dlsym(void *handle, const char *symbol)
+/*
+ * The wrapper that may answer a lookup, or NULL when libc's answer stands
+ * as it is. Only a CUDA or NVML name the shim wraps, looked up on a
+ * library's handle, can be answered with a wrapper. RTLD_NEXT and
+ * RTLD_DEFAULT are libc's to answer for their caller (a wrapper of the
+ * name after the caller is what RTLD_NEXT must find; RTLD_DEFAULT finds
+ * the preloaded shim's export first anyway). The real driver's own lookups
+ * are left alone too: a driver that forwards to an inner library (WSL2's
+ * libcuda.so.1 stub, dlopen + dlsym of libcuda.so.1.1) would otherwise
+ * forward the shim's call back into the shim. So are those made while the
+ * shim loads the driver, whose answers fill gs_real.
+ */
+static void *hook_for_lookup(void *handle, const char *symbol, void *caller)
+{
+	void *hook;
+
+	if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || !symbol || loading)
+		return NULL;
+	if (strncmp(symbol, "cu", 2) && strncmp(symbol, "nvml", 4))
+		return NULL;
+	hook = gs_hook_by_name(symbol);
+	if (!hook || in_driver(caller))
+		return NULL;
+	return hook;
+}
+
+struct gs_dlsym_route gs_dlsym_route(void *handle, const char *symbol,
+				     void *caller)
 {
 	dlsym_fn real = libc_dlsym();
+	struct gs_dlsym_route r = { .jump = (void *)real };
 	void *fn, *hook;
 
 	if (!real) {
 		/* Never jump to NULL: say why every lookup fails. */
 		gs_err("cannot find libc's dlsym (no known symbol version): dlsym(%s) fails",
-		       symbol);
-		return NULL;
+		       symbol ? symbol : "NULL");
+		return r;
 	}
+	hook = hook_for_lookup(handle, symbol, caller);
+	if (!hook)
+		return r;
+	/* On a handle, libc's answer does not depend on who asks. */
 	fn = real(handle, symbol);
-	if (!fn || loading)
-		return fn;
-	if (strncmp(symbol, "cu", 2) && strncmp(symbol, "nvml", 4))
-		return fn;
-	hook = gs_hook_by_name(symbol);
-	if (hook && hook != fn && in_driver(fn))
-		return hook;
-	return fn;
+	r.jump = NULL;
+	r.value = fn && fn != hook && in_driver(fn) ? hook : fn;
+	return r;
 }
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+/*
+ * No entry point in assembly here: libc's dlsym is called from C. Where
+ * the compiler does not make that call a jump (nothing guarantees it),
+ * libc answers RTLD_NEXT and RTLD_DEFAULT as if asked from the shim (the
+ * README's Limits).
+ */
+GS_EXPORT void *dlsym(void *handle, const char *symbol)
+{
+	struct gs_dlsym_route r;
+
+	r = gs_dlsym_route(handle, symbol, __builtin_return_address(0));
+	if (r.jump)
+		return ((dlsym_fn)r.jump)(handle, symbol);
+	return r.value;
+}
+#endif
 
 /*
  * Swaps a function the real driver handed out for the shim's wrapper of

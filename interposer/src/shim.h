@@ -44,6 +44,19 @@ void *gs_hook_for_real(void *real_fn);
 /* The shim's wrapper exported under name, or NULL. */
 void *gs_hook_by_name(const char *name);
 
+/*
+ * What the shim's dlsym (dlsym_entry.S) does with a lookup from caller (its
+ * return address): jump to libc's dlsym with the same arguments, or, when
+ * jump is NULL, return value.
+ */
+struct gs_dlsym_route {
+	void *jump;
+	void *value;
+};
+
+struct gs_dlsym_route gs_dlsym_route(void *handle, const char *symbol,
+				     void *caller);
+
 /* Resolves the driver once and fails cleanly if it lacks the entry point. */
 #define REAL(name)                                   \
 	({                                           \

@@ -4,6 +4,9 @@
 SHIM_SRCS := $(wildcard src/*.c)
 SHIM_OBJS := $(patsubst src/%.c,$(BUILD)/obj/shim/%.o,$(SHIM_SRCS)) \
 	$(BUILD)/obj/shim/core/gs_sched.o
+# dlsym's entry point (dlsym_entry.S): libc must see the caller's return
+# address, which no C function can guarantee.
+SHIM_OBJS += $(BUILD)/obj/shim/dlsym_entry.o
 SHIM_INC := -I../kmod/include/uapi -I../kmod/core
 
 shim: $(LIB)/libgpuslice.so
@@ -12,6 +15,10 @@ $(BUILD)/obj/shim/%.o: src/%.c src/*.h src/hooks.def include/gpuslice/*.h \
 		../kmod/include/uapi/gpuslice.h ../kmod/core/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SHIM_INC) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(BUILD)/obj/shim/dlsym_entry.o: src/dlsym_entry.S
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -c -o $@ $<
 
 $(BUILD)/obj/shim/core/gs_sched.o: ../kmod/core/gs_sched.c ../kmod/core/*.h
 	@mkdir -p $(dir $@)

@@ -203,5 +203,7 @@ int cmd_schedinfo(int argc, char **argv);
 int cmd_edge(int argc, char **argv);
 int cmd_limit(int argc, char **argv);
 int cmd_tenant(int argc, char **argv);
+int cmd_wrap(int argc, char **argv);
+int cmd_scope(int argc, char **argv);
 
 #endif /* GSTEST_COMMON_H */

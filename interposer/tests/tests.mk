@@ -24,3 +24,23 @@ $(BIN)/gstest: $(GSTEST_OBJS) | $(BIN)
 
 $(BIN)/gsdirect: $(TESTS_OBJDIR)/direct.o $(LIB)/libcuda.so.1 | $(BIN)
 	$(CC) $(CFLAGS) -o $@ $< -L$(LIB) -l:libcuda.so.1
+
+# Libraries the tests put beside the shim (tests/lib/):
+#  libgswrap.so   a second preloaded library wrapping malloc and puts
+#                 through dlsym(RTLD_NEXT), as UCX and profilers do;
+#  wsl/           the WSL2 driver's layout: a stub libcuda.so.1 forwarding
+#                 each call to the driver it dlopen()s from driver/ (here a
+#                 copy of the simulated driver, libcuda.so.1.1).
+tests: $(LIB)/libgswrap.so $(LIB)/wsl/libcuda.so.1 \
+	$(LIB)/wsl/driver/libcuda.so.1.1
+
+$(LIB)/libgswrap.so: tests/lib/gswrap.c | $(LIB)
+	$(CC) $(CFLAGS) $(SOFLAGS) -o $@ $< -ldl
+
+$(LIB)/wsl/libcuda.so.1: tests/lib/wslstub.c include/gpuslice/*.h | $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SOFLAGS) -Wl,-soname,libcuda.so.1 -o $@ $< -ldl -lpthread
+
+$(LIB)/wsl/driver/libcuda.so.1.1: $(LIB)/libcuda.so.1
+	@mkdir -p $(dir $@)
+	cp $< $@
