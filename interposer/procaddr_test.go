@@ -46,3 +46,20 @@ func TestProcAddressLateShim(t *testing.T) {
 	m.ok("cap", "async_ptsz")
 	m.ok("cap", "context")
 }
+
+// Every entry point the shim wraps, asked of cuGetProcAddress by each row
+// of the driver's version table that names it (tests/procall.c): with a
+// driver that hands out private trampolines, only the table leads the
+// shim to its wrapper, so a wrapped _ptsz or versioned variant missing
+// from it would go unwrapped.
+func TestProcAddressEveryHook(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"exported", "private"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			r := newMachine(t, "SIMCUDA_PROCADDR", mode).ok("procall")
+			assert.Equal(t, r.num(t, "rows"), r.num(t, "checked"), "%s", r)
+			assert.Greater(t, r.num(t, "rows"), uint64(60), "%s", r)
+		})
+	}
+}

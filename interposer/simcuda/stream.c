@@ -554,3 +554,28 @@ SIM_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
 {
 	return stream_ctx(hStream, 1, pctx);
 }
+
+static CUresult stream_flags(CUstream h, int ptds, unsigned int *flags)
+{
+	struct sim_stream *st;
+	CUresult rc = sim_enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!flags)
+		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
+	rc = sim_stream_get(h, ptds, sim_ctx_current(), &st);
+	if (rc == CUDA_SUCCESS)
+		*flags = st->flags;
+	return sim_leave_rc(rc);
+}
+
+SIM_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+	return stream_flags(hStream, 0, flags);
+}
+
+SIM_API CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
+	return stream_flags(hStream, 1, flags);
+}

@@ -96,6 +96,7 @@ GS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 	if (!gs_enabled())
 		return real(ctx);
 	gs_card_forget_ctx();
+	gs_stream_forget();
 	gs_gate_forget_ctx(ctx);
 	owned = gs_track_detach_context(ctx);
 	queued = gs_pending_detach_context(ctx);
@@ -154,6 +155,7 @@ static CUresult primary_drop_locked(CUdevice dev, CUresult (*real)(CUdevice),
 
 	if (primary[dev].refs && (reset || last)) {
 		gs_card_forget_ctx();
+		gs_stream_forget();
 		gs_gate_forget_ctx(primary[dev].ctx);
 		owned = gs_track_detach_context(primary[dev].ctx);
 		queued = gs_pending_detach_context(primary[dev].ctx);

@@ -23,14 +23,15 @@
  * takes the card's lock once, to note when the slice's work began.
  *
  * The slow path, one thread of the process at a time (the card's lock):
- *  1. the fence: cuCtxSynchronize on each context the process launched
- *     in since the last fence, so that what it queued in its slice has
- *     run before it lets the card go and, as long as it waits, before it
- *     queues anything more. The card waits for the fence (the drain:
- *     ACQUIRE_HOLD in module mode, the slot's hold in the schedule file)
- *     and the overrun is the vGPU's debt (kmod/core), and a fencer thread
- *     fences at the slice's end whether the application launches again
- *     or not;
+ *  1. the fence (gate_fence.c): events recorded on every stream the
+ *     process launched in during the slice, waited for with no lock held
+ *     and at most until the drain's bound, so that what it queued in its
+ *     slice has run before it lets the card go and, as long as it waits,
+ *     before it queues anything more. The card waits for the fence (the
+ *     drain: ACQUIRE_HOLD in module mode, the slot's hold in the schedule
+ *     file) and the overrun is the vGPU's debt (kmod/core), and a fencer
+ *     thread fences at the slice's end whether the application launches
+ *     again or not;
  *  2. RELEASE with RELEASE_IDLE and the busy time: from the first launch
  *     of each slice to the slice's end, and for the last one to the
  *     fence's end when the fence had work to wait for. A span, not engine
@@ -40,9 +41,14 @@
  *     CUDA_ERROR_NOT_PERMITTED and one line on stderr: a gated launch never
  *     runs ungated.
  *
+ * A launch is gated on the card of its stream's context (stream.c), and
+ * one a stream capture records is not gated at all (capture.c): it runs
+ * when its graph is launched, and cuGraphLaunch is gated like a kernel.
+ *
  * Multi-threaded launches share the per-card state: the fast path only
- * reads it (and counts launches for the budget); what changes, changes
- * under the card's lock, taken once per slice and on the slow path.
+ * reads it (counts launches for the budget, and compares its thread's note
+ * of the stream it launches on); what changes, changes under the card's
+ * lock, taken once per slice and on the slow path.
  *
  * This file launches, fences and keeps the launch budget; gate_resolve.c
  * decides which cards are gated, gate_kmod.c makes the module's calls.
@@ -99,8 +105,7 @@ static void gate_after_fork_child(void)
 		g->first_ns = 0;
 		g->busy_ns = 0;
 		g->active = false;
-		g->nctx = 0;
-		g->ctx[0] = NULL;
+		gs_fence_after_fork_child(g);
 		g->fencer = false;	/* threads do not survive a fork */
 		g->nlaunch = 0;
 		g->budget = GS_BUDGET_START;
@@ -120,8 +125,12 @@ void gs_gate_track(struct gs_gate_card *g)
 
 	pthread_once(&fork_once, register_fork_handler);
 	g->budget = GS_BUDGET_START;
-	if (ngated < GS_MAX_CARDS)
+	pthread_mutex_init(&g->fence_lock, NULL);
+	pthread_cond_init(&g->fenced, NULL);
+	if (ngated < GS_MAX_CARDS) {
+		g->slot = ngated;
 		gated[ngated++] = g;
+	}
 }
 
 static CUresult refuse(struct gs_card *c, const char *what, const char *why)
@@ -177,27 +186,14 @@ static bool may_run(const struct gs_gate_card *g, int32_t owner,
 	return owner == __atomic_load_n(&g->id, __ATOMIC_RELAXED) && now < end;
 }
 
-/* The fence will wait for ctx too; the card's lock held. */
-static void note_ctx_locked(struct gs_gate_card *g, CUcontext ctx)
-{
-	for (int i = 0; i < g->nctx; i++)
-		if (g->ctx[i] == ctx)
-			return;
-	if (!ctx || g->nctx == GS_GATE_FENCE_CTXS)
-		return;	/* more: the fence waits for the current one only */
-	g->ctx[g->nctx++] = ctx;
-	if (g->nctx == 1)
-		__atomic_store_n(&g->ctx[0], ctx, __ATOMIC_RELAXED);
-}
-
 /*
- * A launch in the slice ending at end, at now, from context ctx; the
- * card's lock held. Closes the span of an earlier slice of ours that
+ * A launch in the slice ending at end, at now, on stream s of context ctx;
+ * the card's lock held. Closes the span of an earlier slice of ours that
  * ended without a fence (the process went on in its next slice without
  * waiting in between). The first launch since a fence wakes the fencer.
  */
 static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
-				   uint64_t now, CUcontext ctx)
+				   uint64_t now, CUcontext ctx, CUstream s)
 {
 	if (g->seen_end != end) {
 		if (g->first_ns) {
@@ -212,7 +208,7 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
 	if (!g->first_ns)
 		g->first_ns = now;
 	__atomic_add_fetch(&g->nlaunch, 1, __ATOMIC_RELAXED);
-	note_ctx_locked(g, ctx);
+	gs_fence_note(g, ctx, s);
 	if (!g->active && g->fencer)
 		pthread_cond_signal(&g->fence_cv);
 	g->active = true;
@@ -249,7 +245,8 @@ static void wait_out_slice_locked(struct gs_gate_card *g)
  * we had acquired it, so that its end waits for our fence.
  */
 static void launch_in_found_slice_locked(struct gs_gate_card *g, uint64_t end,
-					 uint64_t now, CUcontext ctx)
+					 uint64_t now, CUcontext ctx,
+					 CUstream s)
 {
 	if (__atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) != end) {
 		if (g->sf)
@@ -257,43 +254,24 @@ static void launch_in_found_slice_locked(struct gs_gate_card *g, uint64_t end,
 		else
 			gs_gate_kmod_hold(g);
 	}
-	launch_in_slice_locked(g, end, now, ctx);
+	launch_in_slice_locked(g, end, now, ctx, s);
 }
 
-/*
- * The first launch of a slice this process did not have to acquire, or
- * the first from another context.
- */
+/* The first launch of a slice this process did not have to acquire. */
 static CUresult slice_begins(struct gs_gate_card *g, uint64_t end,
-			     uint64_t now, CUcontext ctx)
+			     uint64_t now, CUcontext ctx, CUstream s)
 {
 	pthread_mutex_lock(&g->lock);
-	launch_in_found_slice_locked(g, end, now, ctx);
+	launch_in_found_slice_locked(g, end, now, ctx, s);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
 }
 
-/*
- * Waits for what the process queued since the last fence: each context
- * it launched in, made current on this thread for the while (push/pop
- * leave the thread's own stack as it was).
- */
-static void fence_locked(struct gs_gate_card *g)
+/* A fence in flight ends (at its bound at the latest); the lock held. */
+static void wait_fence_locked(struct gs_gate_card *g)
 {
-	CUcontext out;
-
-	if (!g->nctx || !gs_real.cuCtxPushCurrent_v2 ||
-	    !gs_real.cuCtxPopCurrent_v2) {
-		if (gs_real.cuCtxSynchronize)
-			gs_real.cuCtxSynchronize();
-		return;
-	}
-	for (int i = 0; i < g->nctx; i++) {
-		if (gs_real.cuCtxPushCurrent_v2(g->ctx[i]) != CUDA_SUCCESS)
-			continue;
-		gs_real.cuCtxSynchronize();	/* its error: the app's */
-		gs_real.cuCtxPopCurrent_v2(&out);
-	}
+	while (g->fencing)
+		pthread_cond_wait(&g->fenced, &g->lock);
 }
 
 void gs_gate_forget_ctx(CUcontext ctx)
@@ -301,18 +279,38 @@ void gs_gate_forget_ctx(CUcontext ctx)
 	for (int i = 0; i < ngated; i++) {
 		struct gs_gate_card *g = gated[i];
 
-		/* Waits for a fence of ctx in progress to end. */
+		/* The fence may have ctx current: wait for it to end. */
 		pthread_mutex_lock(&g->lock);
-		for (int j = 0; j < g->nctx; j++) {
-			if (g->ctx[j] != ctx)
-				continue;
-			g->ctx[j] = g->ctx[--g->nctx];
-			break;
-		}
-		__atomic_store_n(&g->ctx[0], g->nctx ? g->ctx[0] : NULL,
-				 __ATOMIC_RELAXED);
+		wait_fence_locked(g);
+		gs_fence_forget(g, ctx, NULL);
 		pthread_mutex_unlock(&g->lock);
 	}
+}
+
+void gs_gate_forget_stream(CUstream s)
+{
+	if (gs_stream_special(s))
+		return;
+	for (int i = 0; i < ngated; i++)
+		gs_fence_forget(gated[i], NULL, s);
+}
+
+void gs_gate_before_capture(CUstream s, bool ptsz)
+{
+	__typeof__(&cuStreamGetCtx) get_ctx =
+		ptsz ? gs_real.cuStreamGetCtx_ptsz : gs_real.cuStreamGetCtx;
+	unsigned int flags = 0;
+	CUcontext ctx = NULL;
+
+	if (__atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE) != GS_GATE_ON ||
+	    !get_ctx || get_ctx(s, &ctx) != CUDA_SUCCESS || !ctx)
+		return;
+	/* Per-thread streams are blocking; explicit ones may not be. */
+	if (!gs_stream_special(s) && gs_real.cuStreamGetFlags)
+		gs_real.cuStreamGetFlags(s, &flags);
+	for (int i = 0; i < ngated; i++)
+		gs_fence_before_capture(gated[i], ctx, s,
+					!(flags & CU_STREAM_NON_BLOCKING));
 }
 
 /*
@@ -373,36 +371,41 @@ static bool over_budget(const struct gs_gate_card *g)
 }
 
 /*
- * The slice is over: fence the context's queued work, report it and
- * declare the queue empty. The card's lock held.
+ * The slice is over: fence the queued work, report it and declare the
+ * queue empty. The card's lock held, dropped while the fence waits (a
+ * thread that comes to the slow path meanwhile waits for the fence's
+ * end, wait_fence_locked) and held again on return.
  */
 static void fence_and_release_locked(struct gs_gate_card *g)
 {
-	uint64_t t0 = now_ns(), t1, busy = g->busy_ns;
+	uint64_t t0 = now_ns(), t1, busy = g->busy_ns, first = g->first_ns;
+	uint64_t seen = __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED);
+	uint32_t n = __atomic_exchange_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
+	struct gs_fence_set *set = gs_fence_take_locked(g);
 
-	fence_locked(g);
+	g->busy_ns = 0;
+	g->first_ns = 0;
+	g->active = false;
+	__atomic_store_n(&g->seen_end, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&g->lock);
+	gs_fence_wait(set, gs_fence_deadline(seen, t0));
 	t1 = now_ns();
-	if (g->first_ns) {
+	pthread_mutex_lock(&g->lock);
+	if (first) {
 		uint64_t stop = t1 - t0 >= GS_FENCE_WAITED_NS ? t1 :
-				t0 < g->seen_end ? t0 : g->seen_end;
+				t0 < seen ? t0 : seen;
 
-		if (stop > g->first_ns)
-			busy += stop - g->first_ns;
+		if (stop > first)
+			busy += stop - first;
 	}
-	budget_update(g, __atomic_exchange_n(&g->nlaunch, 0, __ATOMIC_RELAXED),
-		      t1 - t0 >= GS_FENCE_WAITED_NS && t1 > g->seen_end ?
-		      t1 - g->seen_end : 0);
+	budget_update(g, n, t1 - t0 >= GS_FENCE_WAITED_NS && t1 > seen ?
+			    t1 - seen : 0);
 	/* The card waits for this (the drain) before passing on. */
 	if (g->sf)
 		gs_sf_release(g->sf, busy);
 	else
 		gs_gate_kmod_release(g, busy);
-	g->busy_ns = 0;
-	g->first_ns = 0;
-	g->active = false;
-	g->nctx = 0;
-	__atomic_store_n(&g->ctx[0], NULL, __ATOMIC_RELAXED);
-	__atomic_store_n(&g->seen_end, 0, __ATOMIC_RELEASE);
+	gs_fence_done_locked(g);
 }
 
 /*
@@ -504,7 +507,8 @@ static int acquire_slice(struct gs_gate_card *g, uint64_t *end,
  * ran past a slice's end is the core's business (the drain and the
  * vGPU's debt, kmod/core), not ours.
  */
-static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
+static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
+			  CUstream s)
 {
 	struct gs_gate_card *g = &c->gate;
 	const char *why;
@@ -512,6 +516,7 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 	uint64_t end, now;
 
 	pthread_mutex_lock(&g->lock);
+	wait_fence_locked(g);
 	/*
 	 * Another thread may have acquired the slice meanwhile, or the card
 	 * came back to us while the fencer held the lock: held either way.
@@ -521,7 +526,7 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 		wait_out_slice_locked(g);
 	else if (read_slice(g, &owner, &end) &&
 		 may_run(g, owner, end, now = now_ns())) {
-		launch_in_found_slice_locked(g, end, now, ctx);
+		launch_in_found_slice_locked(g, end, now, ctx, s);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
@@ -538,12 +543,12 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx)
 	 * The slice is granted: launch in it however little of it is left,
 	 * or a slow process would never launch at all.
 	 */
-	launch_in_slice_locked(g, end, now_ns(), ctx);
+	launch_in_slice_locked(g, end, now_ns(), ctx, s);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
 }
 
-CUresult gs_gate_launch(const char *what)
+CUresult gs_gate_launch(const char *what, CUstream s, bool ptsz)
 {
 	int mode = __atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE);
 	struct gs_gate_card *g;
@@ -555,9 +560,9 @@ CUresult gs_gate_launch(const char *what)
 
 	if (mode == GS_GATE_UNKNOWN)
 		mode = gs_gate_resolve();
-	if (mode != GS_GATE_ON)
-		return CUDA_SUCCESS;
-	c = gs_current_card(&ctx);
+	if (mode != GS_GATE_ON || gs_captured(s, ptsz))
+		return CUDA_SUCCESS;	/* captured: runs at cuGraphLaunch */
+	c = gs_launch_card(s, ptsz, &ctx);
 	if (!c || c->index < 0)
 		return CUDA_SUCCESS;	/* no context, or no vGPU on it */
 	g = &c->gate;
@@ -578,17 +583,16 @@ CUresult gs_gate_launch(const char *what)
 	    may_run(g, owner, end, now = now_ns())) {
 		if (__builtin_expect(
 			    __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) ==
-					    end &&
-				    __atomic_load_n(&g->ctx[0],
-						    __ATOMIC_RELAXED) == ctx,
+				    end,
 			    1)) {
+			gs_fence_note(g, ctx, s);
 			if (__builtin_expect(within_budget(g), 1))
 				return CUDA_SUCCESS;
 		} else {
-			return slice_begins(g, end, now, ctx);
+			return slice_begins(g, end, now, ctx, s);
 		}
 	}
-	return slow_path(c, what, ctx);
+	return slow_path(c, what, ctx, s);
 }
 
 /*
@@ -596,7 +600,7 @@ CUresult gs_gate_launch(const char *what)
  * cards at the same moment, which the module does not hand out: refused
  * while any card is gated rather than run ungated. One device: its gate.
  */
-CUresult gs_gate_multi(unsigned int ndev, const char *what)
+CUresult gs_gate_multi(unsigned int ndev, const char *what, CUstream s)
 {
 	int mode = __atomic_load_n(&gs_gate_mode, __ATOMIC_ACQUIRE);
 
@@ -605,7 +609,7 @@ CUresult gs_gate_multi(unsigned int ndev, const char *what)
 	if (mode != GS_GATE_ON)
 		return CUDA_SUCCESS;
 	if (ndev <= 1)
-		return gs_gate_launch(what);
+		return gs_gate_launch(what, s, false);
 	gs_warn("%s across %u devices refused: this container's launches are gated by time slices, one card at a time",
 		what, ndev);
 	return CUDA_ERROR_NOT_SUPPORTED;

@@ -18,6 +18,19 @@
  */
 void gs_gate_track(struct gs_gate_card *g);
 
+/* gate_fence.c: the streams launched in, and the fence over them. */
+void gs_fence_note(struct gs_gate_card *g, CUcontext ctx, CUstream s);
+/* Takes the set a fence waits for; the card's lock held. */
+struct gs_fence_set *gs_fence_take_locked(struct gs_gate_card *g);
+/* Waits for set's streams, at most until deadline; no lock held. */
+void gs_fence_wait(struct gs_fence_set *set, uint64_t deadline);
+uint64_t gs_fence_deadline(uint64_t slice_end, uint64_t now);
+void gs_fence_done_locked(struct gs_gate_card *g);
+void gs_fence_before_capture(struct gs_gate_card *g, CUcontext ctx,
+			     CUstream s, bool blocking);
+void gs_fence_forget(struct gs_gate_card *g, CUcontext ctx, CUstream s);
+void gs_fence_after_fork_child(struct gs_gate_card *g);
+
 /* gate_resolve.c */
 int gs_gate_resolve(void);
 void gs_gate_resolve_card(struct gs_card *c);

@@ -13,6 +13,7 @@
 
 static void before_fork(void)
 {
+	gs_graph_before_fork();
 	gs_vmm_before_fork();
 	gs_limits_before_fork();
 	gs_contexts_before_fork();
@@ -29,6 +30,7 @@ static void after_fork_parent(void)
 	gs_contexts_after_fork_parent();
 	gs_limits_after_fork_parent();
 	gs_vmm_after_fork_parent();
+	gs_graph_after_fork_parent();
 }
 
 static void after_fork_child(void)
@@ -39,6 +41,8 @@ static void after_fork_child(void)
 	gs_contexts_after_fork_child();
 	gs_limits_after_fork_child();
 	gs_vmm_after_fork_child();
+	gs_graph_after_fork_child();
+	gs_capture_after_fork_child();
 	gs_cards_after_fork_child();
 }
 

@@ -7,10 +7,14 @@
  */
 #include "shim.h"
 
-/* The gate's answer when it refuses, else the driver's. */
-#define GATED(what, call)                                         \
+/*
+ * The gate's answer when it refuses, else the driver's. s is the launch's
+ * stream (its context is the launch's card), ptsz whether 0 means the
+ * per-thread stream.
+ */
+#define GATED(what, s, ptsz, call)                                \
 	({                                                        \
-		CUresult gate_rc_ = gs_gate(what);                \
+		CUresult gate_rc_ = gs_gate(what, s, ptsz);       \
 		__builtin_expect(gate_rc_ != CUDA_SUCCESS, 0) ?   \
 			gate_rc_ : (call);                        \
 	})
@@ -23,8 +27,8 @@ GS_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx,
 {
 	__typeof__(&cuLaunchKernel) real = REAL(cuLaunchKernel);
 
-	return GATED("cuLaunchKernel", real(f, gx, gy, gz, bx, by, bz, shmem,
-					    s, params, extra));
+	return GATED("cuLaunchKernel", s, false,
+		     real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
 }
 
 GS_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx,
@@ -35,8 +39,8 @@ GS_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx,
 {
 	__typeof__(&cuLaunchKernel_ptsz) real = REAL(cuLaunchKernel_ptsz);
 
-	return GATED("cuLaunchKernel", real(f, gx, gy, gz, bx, by, bz, shmem,
-					    s, params, extra));
+	return GATED("cuLaunchKernel", s, true,
+		     real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
 }
 
 GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config,
@@ -44,7 +48,8 @@ GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config,
 {
 	__typeof__(&cuLaunchKernelEx) real = REAL(cuLaunchKernelEx);
 
-	return GATED("cuLaunchKernelEx", real(config, f, params, extra));
+	return GATED("cuLaunchKernelEx", config ? config->hStream : NULL, false,
+		     real(config, f, params, extra));
 }
 
 GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config,
@@ -53,7 +58,8 @@ GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config,
 {
 	__typeof__(&cuLaunchKernelEx_ptsz) real = REAL(cuLaunchKernelEx_ptsz);
 
-	return GATED("cuLaunchKernelEx", real(config, f, params, extra));
+	return GATED("cuLaunchKernelEx", config ? config->hStream : NULL, true,
+		     real(config, f, params, extra));
 }
 
 GS_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx,
@@ -66,7 +72,7 @@ GS_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx,
 	__typeof__(&cuLaunchCooperativeKernel) real =
 		REAL(cuLaunchCooperativeKernel);
 
-	return GATED("cuLaunchCooperativeKernel",
+	return GATED("cuLaunchCooperativeKernel", s, false,
 		     real(f, gx, gy, gz, bx, by, bz, shmem, s, params));
 }
 
@@ -83,14 +89,13 @@ GS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f,
 	__typeof__(&cuLaunchCooperativeKernel_ptsz) real =
 		REAL(cuLaunchCooperativeKernel_ptsz);
 
-	return GATED("cuLaunchCooperativeKernel",
+	return GATED("cuLaunchCooperativeKernel", s, true,
 		     real(f, gx, gy, gz, bx, by, bz, shmem, s, params));
 }
 
 /*
- * Several devices at once: gated by the current context's card when there
- * is one device, refused across several while any card is gated
- * (gs_gate_multi).
+ * Several devices at once: gated by its stream's card when there is one
+ * device, refused across several while any card is gated (gs_gate_multi).
  */
 GS_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(
 	CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices,
@@ -104,23 +109,39 @@ GS_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(
 				     GS_GATE_OFF,
 			     0))
 		r = gs_gate_multi(numDevices,
-				  "cuLaunchCooperativeKernelMultiDevice");
+				  "cuLaunchCooperativeKernelMultiDevice",
+				  numDevices && launchParamsList ?
+					  launchParamsList[0].hStream : NULL);
 	return r != CUDA_SUCCESS ? r :
 				   real(launchParamsList, numDevices, flags);
 }
 
-/* A graph's kernels run in the slice its launch was let through in. */
-GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+/*
+ * The launch calls of before CUDA 4.0 (block shape and parameters set on
+ * the function first): cuLaunch and cuLaunchGrid run on the legacy
+ * stream, cuLaunchGridAsync on its stream.
+ */
+GS_EXPORT CUresult cuLaunch(CUfunction f)
 {
-	__typeof__(&cuGraphLaunch) real = REAL(cuGraphLaunch);
+	__typeof__(&cuLaunch) real = REAL(cuLaunch);
 
-	return GATED("cuGraphLaunch", real(hGraphExec, hStream));
+	return GATED("cuLaunch", CU_STREAM_LEGACY, false, real(f));
 }
 
-GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec,
-				      CUstream hStream)
+GS_EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width,
+				int grid_height)
 {
-	__typeof__(&cuGraphLaunch_ptsz) real = REAL(cuGraphLaunch_ptsz);
+	__typeof__(&cuLaunchGrid) real = REAL(cuLaunchGrid);
 
-	return GATED("cuGraphLaunch", real(hGraphExec, hStream));
+	return GATED("cuLaunchGrid", CU_STREAM_LEGACY, false,
+		     real(f, grid_width, grid_height));
+}
+
+GS_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width,
+				     int grid_height, CUstream hStream)
+{
+	__typeof__(&cuLaunchGridAsync) real = REAL(cuLaunchGridAsync);
+
+	return GATED("cuLaunchGridAsync", hStream, false,
+		     real(f, grid_width, grid_height, hStream));
 }

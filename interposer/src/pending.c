@@ -8,7 +8,11 @@
  * "Past it" is an event recorded right behind the free, on the freeing
  * thread: the stream handle alone would not do, since 0, CU_STREAM_LEGACY
  * and CU_STREAM_PER_THREAD name a different stream on every thread and in
- * every context, while an event is the same from anywhere.
+ * every context, while an event is the same from anywhere. (A free under
+ * stream capture is the graph's, pool.c: no event is recorded in a
+ * capture.) The events are queried in relaxed capture mode: an event query
+ * is a "potentially unsafe" call that would otherwise invalidate another
+ * thread's global capture.
  */
 #include <stdlib.h>
 
@@ -63,10 +67,14 @@ void gs_pending_add(const struct gs_alloc *a, CUstream stream, bool ptsz)
 			p->ctx = NULL;
 	}
 	if (!p || !p->passed) {
+		struct gs_relaxed r;
+
 		/* Cannot tell when the free happens: wait for it here. */
 		gs_warn("cannot track a stream-ordered free: synchronising its stream");
+		gs_relaxed_enter(&r);
 		if (sync)
 			sync(stream);
+		gs_relaxed_leave(&r);
 		settle(a);
 		free(p);
 		return;
@@ -91,9 +99,11 @@ static bool stream_passed(const struct pending *p)
 void gs_pending_settle(void)
 {
 	struct pending *done = NULL, **pp;
+	struct gs_relaxed r;
 
 	if (!__atomic_load_n(&pendings, __ATOMIC_RELAXED))
 		return;
+	gs_relaxed_enter(&r);
 	pthread_mutex_lock(&pendings_lock);
 	for (pp = &pendings; *pp;) {
 		struct pending *p = *pp;
@@ -107,6 +117,7 @@ void gs_pending_settle(void)
 		}
 	}
 	pthread_mutex_unlock(&pendings_lock);
+	gs_relaxed_leave(&r);
 	while (done) {
 		struct pending *p = done;
 

@@ -126,6 +126,7 @@ static void bury(struct gs_pool *p)
 void gs_pools_reconcile(struct gs_card *card)
 {
 	gs_pending_settle();
+	gs_graph_mem_reconcile();
 	for (int i = 0; i < GS_MAX_POOLS; i++) {
 		struct gs_pool *p = &pools[i];
 
@@ -167,6 +168,7 @@ struct async_alloc {
 	size_t size;
 	CUmemoryPool pool;	/* NULL: the device's current pool */
 	CUstream stream;
+	bool ptsz;
 	__typeof__(&cuMemAllocAsync) alloc;
 	__typeof__(&cuMemAllocFromPoolAsync) alloc_from_pool;
 };
@@ -201,7 +203,12 @@ static CUresult pool_alloc(struct async_alloc *a)
 	CUresult r;
 	uint64_t need;
 
+	/*
+	 * Under stream capture the allocation is a node of the graph, with
+	 * no memory until the graph runs: graph.c charges it then.
+	 */
 	if (!gs_enabled() || !a->dptr || !a->size ||
+	    gs_captured(a->stream, a->ptsz) ||
 	    !(c = gs_current_card(&ctx)) ||
 	    gs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
 		return call(a);
@@ -238,7 +245,7 @@ static CUresult pool_alloc(struct async_alloc *a)
 GS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
 				   CUstream hStream)
 {
-	struct async_alloc a = { dptr, bytesize, NULL, hStream,
+	struct async_alloc a = { dptr, bytesize, NULL, hStream, false,
 				 REAL(cuMemAllocAsync), NULL };
 
 	return pool_alloc(&a);
@@ -247,7 +254,7 @@ GS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
 GS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 					CUstream hStream)
 {
-	struct async_alloc a = { dptr, bytesize, NULL, hStream,
+	struct async_alloc a = { dptr, bytesize, NULL, hStream, true,
 				 REAL(cuMemAllocAsync_ptsz), NULL };
 
 	return pool_alloc(&a);
@@ -256,7 +263,7 @@ GS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 GS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
 					   CUmemoryPool pool, CUstream hStream)
 {
-	struct async_alloc a = { dptr, bytesize, pool, hStream, NULL,
+	struct async_alloc a = { dptr, bytesize, pool, hStream, false, NULL,
 				 REAL(cuMemAllocFromPoolAsync) };
 
 	if (!pool)
@@ -269,7 +276,7 @@ GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 						CUmemoryPool pool,
 						CUstream hStream)
 {
-	struct async_alloc a = { dptr, bytesize, pool, hStream, NULL,
+	struct async_alloc a = { dptr, bytesize, pool, hStream, true, NULL,
 				 REAL(cuMemAllocFromPoolAsync_ptsz) };
 
 	if (!pool)
@@ -280,7 +287,9 @@ GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 /*
  * A stream-ordered free: the record is taken before the driver is asked
  * (the address may be reused once freed) and settled once the stream has
- * passed the free.
+ * passed the free. Under stream capture the free is a node of the graph,
+ * carried out when the graph runs, if ever: the record and its charge
+ * stay (a graph allocation has none; graph.c charges graph memory).
  */
 static CUresult free_async(__typeof__(&cuMemFreeAsync) real, CUdeviceptr dptr,
 			   CUstream stream, bool ptsz)
@@ -288,8 +297,9 @@ static CUresult free_async(__typeof__(&cuMemFreeAsync) real, CUdeviceptr dptr,
 	struct gs_alloc a;
 	CUresult r;
 
-	if (!gs_enabled() || (!gs_track_take(GS_ASYNC, dptr, &a) &&
-			      !gs_track_take(GS_LINEAR, dptr, &a)))
+	if (!gs_enabled() || gs_captured(stream, ptsz) ||
+	    (!gs_track_take(GS_ASYNC, dptr, &a) &&
+	     !gs_track_take(GS_LINEAR, dptr, &a)))
 		return real(dptr, stream);
 	r = real(dptr, stream);
 	if (r == CUDA_SUCCESS)

@@ -678,3 +678,8 @@ void gs_sf_after_fork_child(struct gs_sf *sf)
 	sf->slot = -1;
 	sf->gen = 0;
 }
+
+uint64_t gs_drain_bound_ns(void)
+{
+	return GS_DRAIN_MAX_NS;
+}

@@ -81,6 +81,13 @@ void gs_sf_release(struct gs_sf *sf, uint64_t busy_ns);
 void gs_sf_page_wait(const struct gpuslice_sched_page *p, uint32_t seq,
 		     uint64_t deadline);
 
+/*
+ * The core's drain bound (GS_DRAIN_MAX_NS of kmod/core): how long past a
+ * slice's end the card waits for its holder, in both modes; the gate's
+ * fence waits no longer.
+ */
+uint64_t gs_drain_bound_ns(void);
+
 /* In a forked child: the parent's slot is not the child's. */
 void gs_sf_after_fork_child(struct gs_sf *sf);
 

@@ -121,15 +121,35 @@ struct gs_kmod_card;
 struct gs_sf;
 
 /*
+ * The streams a process launched in during a slice, which the gate's fence
+ * waits for (gate_fence.c): the special streams as their context's legacy
+ * stream, explicit ones by handle, each with an event of its own.
+ */
+#define GS_FENCE_STREAMS 64
+
+struct gs_fence_ent {
+	CUcontext ctx;
+	CUstream stream;	/* CU_STREAM_LEGACY for the special streams */
+	CUevent ev;		/* the fence's, made in ev_ctx */
+	CUcontext ev_ctx;
+	bool recorded;		/* ev recorded and not yet seen passed */
+};
+
+struct gs_fence_set {
+	int n;
+	bool overflow;		/* more streams than it holds */
+	struct gs_fence_ent ent[GS_FENCE_STREAMS];
+};
+
+/*
  * A card's compute gate (gate.c): decided at the process's first launch
  * from what the kernel module's ATTACH answered; the rest is the state of
  * the slices this process launches in.
  */
-#define GS_GATE_FENCE_CTXS 4
-
 struct gs_gate_card {
 	int state;		/* GS_GATE_CARD_*, atomic */
 	int32_t id;		/* atomic: the vGPU, as the schedule page names it */
+	int slot;		/* its place among the gated cards */
 	const struct gs_kmod_card *kc;	/* the module's file (ACQUIRE, RELEASE) */
 	struct gs_sf *sf;	/* or the schedule file (no-module mode) */
 	const struct gpuslice_sched_page *page;	/* NULL: ACQUIRE's answer */
@@ -140,9 +160,18 @@ struct gs_gate_card {
 	uint64_t busy_ns;	/* earlier slices' busy time, not yet reported */
 	bool active;		/* launched or acquired since the last RELEASE */
 	uint64_t last_log;	/* atomic: the last refusal logged */
-	/* The contexts launched in since the last fence: what it waits for. */
-	CUcontext ctx[GS_GATE_FENCE_CTXS];	/* ctx[0] atomic */
-	int nctx;
+	/*
+	 * What the fence waits for: the set launches are noted in
+	 * (set[cur]) and the one a fence in flight reads; fence_lock guards
+	 * the sets and is held for no driver wait. fencing (under lock):
+	 * a fence waits, lock dropped; fenced signals its end.
+	 */
+	pthread_mutex_t fence_lock;
+	struct gs_fence_set set[2];
+	int cur;
+	unsigned int fence_gen;	/* atomic: bumped as a set is taken */
+	bool fencing;
+	pthread_cond_t fenced;
 	/* The thread that fences at the slice's end. */
 	pthread_cond_t fence_cv;	/* signalled when active turns on */
 	bool fencer;			/* started in this process */
@@ -170,10 +199,24 @@ struct gs_card {
 
 /* The card behind a device ordinal; never NULL once enabled. */
 struct gs_card *gs_card_for_device(CUdevice dev);
+/*
+ * The card a launch on stream s runs on (ptsz: a _ptsz entry point), by
+ * the stream's context, and the context; NULL when neither can be found
+ * (stream.c).
+ */
+struct gs_card *gs_launch_card(CUstream s, bool ptsz, CUcontext *ctx);
+/* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD. */
+bool gs_stream_special(CUstream s);
+/* A stream or context is going away: gs_launch_card forgets its answers. */
+void gs_stream_forget(void);
 /* The card behind an NVML device handle. */
 struct gs_card *gs_card_for_nvml(nvmlDevice_t dev);
 /* Context ctx is going away: the gate's fences stop waiting for it. */
 void gs_gate_forget_ctx(CUcontext ctx);
+/* Stream s is going away: the fence no longer records on it. */
+void gs_gate_forget_stream(CUstream s);
+/* Stream s is about to capture (capture.c has why). */
+void gs_gate_before_capture(CUstream s, bool ptsz);
 /* The card of the calling thread's current context, and the context. */
 struct gs_card *gs_current_card(CUcontext *ctx);
 /* A context is going away: gs_current_card forgets what it cached. */
@@ -198,23 +241,42 @@ enum {
 };
 extern int gs_gate_mode;
 
-/* The gate for a launch named what, once gs_gate_mode is not OFF. */
-CUresult gs_gate_launch(const char *what);
-/* The gate of a launch across ndev devices at once. */
-CUresult gs_gate_multi(unsigned int ndev, const char *what);
+/*
+ * The gate for a launch named what on stream s (ptsz: of a _ptsz entry
+ * point, where 0 is the per-thread stream), once gs_gate_mode is not OFF.
+ */
+CUresult gs_gate_launch(const char *what, CUstream s, bool ptsz);
+/* The gate of a launch across ndev devices at once (one: on stream s). */
+CUresult gs_gate_multi(unsigned int ndev, const char *what, CUstream s);
 
 /*
  * Called by every launch hook before the real launch: CUDA_SUCCESS to go
  * on, or the error the launch fails with.
  */
-static inline CUresult gs_gate(const char *what)
+static inline CUresult gs_gate(const char *what, CUstream s, bool ptsz)
 {
 	if (__builtin_expect(__atomic_load_n(&gs_gate_mode, __ATOMIC_RELAXED) ==
 				     GS_GATE_OFF,
 			     1))
 		return CUDA_SUCCESS;
-	return gs_gate_launch(what);
+	return gs_gate_launch(what, s, ptsz);
 }
+
+/*
+ * Stream capture (capture.c): whether anything captures now, whether work
+ * for stream s is captured (it runs when its graph is launched), and the
+ * relaxed capture mode the shim's own driver calls are made in, so that
+ * they never prohibit or invalidate the application's capture.
+ */
+bool gs_capture_any(void);
+bool gs_captured(CUstream s, bool ptsz);
+struct gs_relaxed {
+	CUstreamCaptureMode mode;
+	bool swapped;
+};
+void gs_relaxed_enter(struct gs_relaxed *r);
+void gs_relaxed_leave(struct gs_relaxed *r);
+void gs_capture_after_fork_child(void);
 
 /*
  * Charges bytes to the card before an allocation; on refusal logs one
@@ -265,6 +327,12 @@ void gs_track_settle_detached(void *list, bool freed);
 void gs_track_before_fork(void);
 void gs_track_after_fork_parent(void);
 void gs_track_after_fork_child(void);
+
+/* Graph memory (graph.c): settled on the allocators' reservations. */
+void gs_graph_mem_reconcile(void);
+void gs_graph_before_fork(void);
+void gs_graph_after_fork_parent(void);
+void gs_graph_after_fork_child(void);
 
 /* Pools (pool.c). */
 void gs_pools_reconcile(struct gs_card *card);

@@ -95,7 +95,40 @@
 	X(cuEventRecord_ptsz)               \
 	X(cuEventSynchronize)               \
 	X(cuEventQuery)                     \
-	X(cuEventDestroy_v2)
+	X(cuEventDestroy_v2)                \
+	GSTEST_GRAPH_FUNCS(X)
+
+/* Stream capture, graphs, libraries, the legacy launches (cuda_graph.h). */
+#define GSTEST_GRAPH_FUNCS(X)               \
+	X(cuCtxPushCurrent_v2)              \
+	X(cuStreamWaitEvent)                \
+	X(cuStreamGetCtx)                   \
+	X(cuStreamBeginCapture_v2)          \
+	X(cuStreamEndCapture)               \
+	X(cuStreamIsCapturing)              \
+	X(cuThreadExchangeStreamCaptureMode) \
+	X(cuLaunchHostFunc)                 \
+	X(cuGraphCreate)                    \
+	X(cuGraphDestroy)                   \
+	X(cuGraphAddKernelNode_v2)          \
+	X(cuGraphAddMemAllocNode)           \
+	X(cuGraphAddMemFreeNode)            \
+	X(cuGraphInstantiateWithFlags)      \
+	X(cuGraphInstantiateWithParams)     \
+	X(cuGraphExecDestroy)               \
+	X(cuGraphLaunch)                    \
+	X(cuGraphUpload)                    \
+	X(cuDeviceGetGraphMemAttribute)     \
+	X(cuDeviceGraphMemTrim)             \
+	X(cuLibraryLoadData)                \
+	X(cuLibraryUnload)                  \
+	X(cuLibraryGetKernel)               \
+	X(cuFuncSetBlockShape)              \
+	X(cuParamSetSize)                   \
+	X(cuParamSetv)                      \
+	X(cuLaunch)                         \
+	X(cuLaunchGrid)                     \
+	X(cuLaunchGridAsync)
 
 #define GSTEST_NVML_FUNCS(X)             \
 	X(nvmlInit_v2)                   \
@@ -203,6 +236,13 @@ int cmd_schedinfo(int argc, char **argv);
 int cmd_edge(int argc, char **argv);
 int cmd_limit(int argc, char **argv);
 int cmd_tenant(int argc, char **argv);
+/* The spin kernel of tenant.c (PTX: no toolkit needed). */
+extern const char spin_ptx[];
+int cmd_capture(int argc, char **argv);
+int cmd_hostwait(int argc, char **argv);
+int cmd_graphmem(int argc, char **argv);
+int cmd_paths(int argc, char **argv);
+int cmd_procall(int argc, char **argv);
 int cmd_wrap(int argc, char **argv);
 int cmd_scope(int argc, char **argv);
 

@@ -68,7 +68,7 @@
  * the entry directive except the entry itself: the simulator finds
  * entries by that word.
  */
-static const char ptx[] =
+const char spin_ptx[] =
 	".version 6.0\n"
 	".target sm_50\n"
 	".address_size 64\n"
@@ -219,7 +219,7 @@ int cmd_tenant(int argc, char **argv)
 	NEED(cuCtxSynchronize);
 	stats = (__typeof__(stats))dlsym(cuda_handle(), "simcudaEngineStats");
 	open_primary(0);
-	if (!CHECK(cu.cuModuleLoadData(&mod, ptx)) ||
+	if (!CHECK(cu.cuModuleLoadData(&mod, spin_ptx)) ||
 	    !CHECK(cu.cuModuleGetFunction(&f, mod, "spin")))
 		return finish("tenant");
 	for (long i = 0; i < nstreams; i++)

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * gstest procall: every entry point the shim wraps is what
+ * cuGetProcAddress and cuGetProcAddress_v2 hand out, for every row of the
+ * driver's version table (include/gpuslice/procaddr.def) naming it, with
+ * the per-thread-stream flag for the _ptsz variants. Run under the shim
+ * with SIMCUDA_PROCADDR=private, the driver hands out trampolines, and the
+ * shim can only find its wrapper through the table by base name, version
+ * and flags: a wrapped variant missing from the table goes unwrapped.
+ *
+ * Prints rows (those of a wrapped symbol) and checked.
+ */
+#include <dlfcn.h>
+
+#include "common.h"
+#include "gpuslice/procaddr.h"
+
+int cmd_procall(int argc, char **argv)
+{
+	void *shim = dlopen("libgpuslice.so", RTLD_NOW | RTLD_NOLOAD);
+	unsigned int rows = 0, checked = 0;
+
+	(void)argv;
+	if (argc)
+		dief("usage: procall");
+	if (!shim)
+		dief("procall: the shim is not loaded (LD_PRELOAD)");
+	load_cuda();
+	NEED(cuGetProcAddress);
+	NEED(cuGetProcAddress_v2);
+	CHECK(cu.cuInit(0));
+	for (int i = 0; i < CU_NPROCS; i++) {
+		const struct cu_proc *p = &cu_procs[i];
+		cuuint64_t flags = p->ptsz ?
+			CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+		CUdriverProcAddressQueryResult st;
+		void *hook = dlsym(shim, p->symbol), *f1 = NULL, *f2 = NULL;
+
+		if (!hook)
+			continue;	/* not wrapped */
+		rows++;
+		CHECK(cu.cuGetProcAddress(p->base, &f1, p->version, flags));
+		CHECK(cu.cuGetProcAddress_v2(p->base, &f2, p->version, flags,
+					     &st));
+		if (f1 != hook || f2 != hook)
+			failf("procall: %s for %s at %d%s: got %p and %p, the shim's is %p",
+			      p->symbol, p->base, p->version,
+			      p->ptsz ? " per-thread" : "", f1, f2, hook);
+		else
+			checked++;
+	}
+	printf("rows=%u\n", rows);
+	printf("checked=%u\n", checked);
+	return finish("procall");
+}
