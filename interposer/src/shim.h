@@ -266,6 +266,12 @@ void gs_track_before_fork(void);
 void gs_track_after_fork_parent(void);
 void gs_track_after_fork_child(void);
 
+/*
+ * Refuses managed (unified) memory asked for by what: one line per
+ * process for every path (mem.c); returns CUDA_ERROR_NOT_SUPPORTED.
+ */
+CUresult gs_managed_refused(const char *what);
+
 /* Pools (pool.c). */
 void gs_pools_reconcile(struct gs_card *card);
 /* Settles a stream-ordered allocation the driver freed (or not). */
