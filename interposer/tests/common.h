@@ -206,4 +206,10 @@ int cmd_tenant(int argc, char **argv);
 int cmd_wrap(int argc, char **argv);
 int cmd_scope(int argc, char **argv);
 
+/*
+ * GSTEST_PROCADDR=v1|v2: the entry points cuGetProcAddress hands out are
+ * taken from it (or from cuGetProcAddress_v2) instead of dlsym (via.c).
+ */
+void load_via_procaddr(void);
+
 #endif /* GSTEST_COMMON_H */
