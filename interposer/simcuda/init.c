@@ -8,7 +8,9 @@
  * cuInit again and gets its own process-table slot. (A real driver refuses
  * CUDA in such a child altogether.)
  */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,9 +57,58 @@ static void init_primary(int d)
 	c->primary = 1;
 }
 
+/*
+ * SIMCUDA_DRIVER_VERSION: the CUDA version the driver is, 1000 x major +
+ * 10 x minor; below 13000 it behaves as a CUDA 12 driver (no CUDA 13 pool
+ * calls, no managed pools, no pool location attributes). -1: malformed.
+ */
+#define SIM_DRIVER_DEFAULT 13020
+#define SIM_DRIVER_MIN 12000
+
+static int driver_version;
+
+static void read_driver_version(void)
+{
+	const char *v = getenv("SIMCUDA_DRIVER_VERSION");
+	char *end;
+	long n;
+
+	driver_version = SIM_DRIVER_DEFAULT;
+	if (!v)
+		return;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < SIM_DRIVER_MIN ||
+	    n > SIM_DRIVER_DEFAULT) {
+		fprintf(stderr, "simcuda: SIMCUDA_DRIVER_VERSION=\"%s\" is invalid: expected a CUDA version (1000 x major + 10 x minor) in %d..%d\n",
+			v, SIM_DRIVER_MIN, SIM_DRIVER_DEFAULT);
+		driver_version = -1;
+		return;
+	}
+	driver_version = (int)n;
+}
+
+static int checked_driver_version(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, read_driver_version);
+	return driver_version;
+}
+
+int sim_driver_version(void)
+{
+	int v = checked_driver_version();
+
+	return v < 0 ? SIM_DRIVER_DEFAULT : v;
+}
+
 static CUresult do_init(void)
 {
 	int rc = simst_attach();
+
+	if (checked_driver_version() < 0)
+		return CUDA_ERROR_INVALID_VALUE;
 
 	if (rc != SIMST_OK)
 		return rc == SIMST_EINVAL ? CUDA_ERROR_INVALID_VALUE
@@ -125,9 +176,9 @@ int sim_dev_ok(CUdevice dev)
 
 SIM_API CUresult cuDriverGetVersion(int *version)
 {
-	if (!version)
+	if (!version || checked_driver_version() < 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	*version = 12080;
+	*version = sim_driver_version();
 	return CUDA_SUCCESS;
 }
 

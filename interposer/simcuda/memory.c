@@ -8,22 +8,28 @@
  */
 #include "sim.h"
 
+/* Device -1 is host memory (host and managed pools): no device's. */
 CUresult sim_charge(int dev, uint64_t bytes)
 {
+	if (dev < 0)
+		return CUDA_SUCCESS;
 	return simst_charge(dev, bytes) ? CUDA_ERROR_OUT_OF_MEMORY
 					: CUDA_SUCCESS;
 }
 
 void sim_uncharge(int dev, uint64_t bytes)
 {
-	simst_uncharge(dev, bytes);
+	if (dev >= 0)
+		simst_uncharge(dev, bytes);
 }
 
 /* Gives [*out, *out + size) a fresh address and records it. */
 CUresult sim_mem_insert(int dev, uint64_t size, int kind, void *owner,
 			CUdeviceptr *out)
 {
-	uint64_t lo = SIM_ADDR_BASE + (uint64_t)dev * SIM_ADDR_WINDOW;
+	uint64_t lo = dev < 0 ? SIM_HOST_BASE
+			      : SIM_ADDR_BASE + (uint64_t)dev * SIM_ADDR_WINDOW;
+	uint64_t win = dev < 0 ? SIM_HOST_WINDOW : SIM_ADDR_WINDOW;
 	struct sim_entry e = {
 		.len = size,
 		.owner = owner,
@@ -31,9 +37,9 @@ CUresult sim_mem_insert(int dev, uint64_t size, int kind, void *owner,
 		.dev = dev,
 	};
 
-	e.key = sim_table_gap(&sim.mem, lo, lo + SIM_ADDR_WINDOW,
-			      &sim.next_addr[dev], size ? size : 1,
-			      SIM_ADDR_ALIGN);
+	e.key = sim_table_gap(&sim.mem, lo, lo + win,
+			      dev < 0 ? &sim.next_host : &sim.next_addr[dev],
+			      size ? size : 1, SIM_ADDR_ALIGN);
 	if (!e.key || sim_table_add(&sim.mem, &e))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*out = (CUdeviceptr)e.key;

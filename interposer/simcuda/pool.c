@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The stream-ordered allocator. A pool holds "reserved" physical memory,
- * charged to its device, of which "used" bytes are handed out. It grows in
+ * charged to its device when it is device memory (pool_loc.c: host and
+ * managed pools), of which "used" bytes are handed out. It grows in
  * 2 MiB steps when an allocation does not fit, and gives memory back only
  * at synchronisation points (down to its release threshold) or when
  * trimmed: exactly the behaviour that makes a pool's footprint differ from
@@ -14,9 +15,17 @@
 
 #include "sim.h"
 
-static struct sim_pool *pool_new(int dev, int is_default)
+/*
+ * Only pinned memory on a device takes that device's memory: host pools
+ * hold host memory, and managed pools migratable memory, which is not
+ * modelled as resident anywhere (dev -1).
+ */
+struct sim_pool *sim_pool_new(const CUmemLocation *loc,
+			      CUmemAllocationType type, int is_default)
 {
 	struct sim_pool *p = calloc(1, sizeof(*p));
+	int dev = type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+			  loc->type == CU_MEM_LOCATION_TYPE_DEVICE ? loc->id : -1;
 
 	if (!p)
 		return NULL;
@@ -25,6 +34,8 @@ static struct sim_pool *pool_new(int dev, int is_default)
 		return NULL;
 	}
 	p->dev = dev;
+	p->loc = *loc;
+	p->type = type;
 	p->is_default = is_default;
 	p->next = sim.pools;
 	sim.pools = p;
@@ -34,7 +45,9 @@ static struct sim_pool *pool_new(int dev, int is_default)
 CUresult sim_pools_init(void)
 {
 	for (int d = 0; d < sim.ndev; d++) {
-		struct sim_pool *p = pool_new(d, 1);
+		CUmemLocation loc = { CU_MEM_LOCATION_TYPE_DEVICE, d };
+		struct sim_pool *p = sim_pool_new(&loc,
+						  CU_MEM_ALLOCATION_TYPE_PINNED, 1);
 
 		if (!p)
 			return CUDA_ERROR_OUT_OF_MEMORY;
@@ -102,7 +115,7 @@ static CUresult pool_alloc(struct sim_pool *p, uint64_t size,
 	if (avail < size) {
 		uint64_t grow = size - avail;
 
-		if (grow > simst_capacity(p->dev))
+		if (p->dev >= 0 && grow > simst_capacity(p->dev))
 			return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
 		grow = sim_roundup(grow, SIM_GRAN);
 		rc = sim_charge(p->dev, grow);
@@ -143,6 +156,9 @@ static CUresult alloc_stream(struct sim_ctx *c, CUdeviceptr *dptr,
 static CUresult captured_alloc(struct sim_stream *st, int dev, size_t size,
 			       CUdeviceptr *dptr, CUresult rc)
 {
+	/* Graph memory of a host or managed pool (dev -1) is not modelled. */
+	if (rc == CUDA_SUCCESS && dev < 0)
+		rc = CUDA_ERROR_NOT_SUPPORTED;
 	if (rc == CUDA_SUCCESS)
 		rc = sim_graph_add_alloc(sim_capture_graph(st), dev, size, dptr);
 	return sim_leave_rc(rc);
@@ -270,15 +286,16 @@ SIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool,
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!pool || !poolProps ||
-	    poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-	    poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+	if (!pool || !poolProps)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
-	if (!sim_dev_ok(poolProps->location.id))
-		return sim_leave_rc(CUDA_ERROR_INVALID_DEVICE);
-	p = pool_new(poolProps->location.id, 0);
+	rc = sim_pool_props_check(poolProps);
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
+	p = sim_pool_new(&poolProps->location, poolProps->allocType, 0);
 	if (!p)
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
+	p->handles = poolProps->handleTypes;
+	p->max_size = poolProps->maxSize;
 	*pool = (CUmemoryPool)p;
 	return sim_leave_rc(CUDA_SUCCESS);
 }
@@ -296,8 +313,7 @@ SIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
 	sim_handle_del(p);
 	p->destroyed = 1;
-	if (sim.cur_pool[p->dev] == p)
-		sim.cur_pool[p->dev] = sim.def_pool[p->dev];
+	sim_pool_unslot(p);
 	if (!p->used)
 		pool_unlink_free(p);
 	return sim_leave_rc(CUDA_SUCCESS);
@@ -374,7 +390,7 @@ static CUresult get_attr(const struct sim_pool *p, CUmemPool_attribute attr,
 		*v64 = p->used_high;
 		return CUDA_SUCCESS;
 	default:
-		return CUDA_ERROR_INVALID_VALUE;
+		return sim_pool_loc_attr(p, attr, value);
 	}
 }
 
@@ -439,6 +455,7 @@ SIM_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 		return rc;
 	if (!sim_dev_ok(dev))
 		return sim_leave_rc(CUDA_ERROR_INVALID_DEVICE);
+	/* Only a pool of the device's own pinned memory ("local to it"). */
 	p = sim_handle_get(pool, SH_POOL);
 	if (!p || p->dev != dev)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);

@@ -85,16 +85,20 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion,
 	const cuuint64_t known_flags =
 		CU_GET_PROC_ADDRESS_LEGACY_STREAM |
 		CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-	int i, known;
+	int drv = sim_driver_version();
+	int i, known, in_driver;
 
 	if (!symbol || !pfn || (flags & ~known_flags))
 		return CUDA_ERROR_INVALID_VALUE;
-	i = cu_proc_pick(symbol, cudaVersion, flags, &known);
+	/* What is newer than this driver does not exist in it. */
+	in_driver = cu_proc_pick(symbol, drv, flags, &known) >= 0;
+	i = cu_proc_pick(symbol, cudaVersion < drv ? cudaVersion : drv, flags,
+			 &known);
 	*pfn = i < 0 ? NULL : sim_procaddr_private() ? private_fns[i] :
 		public_fns[i];
 	if (st)
 		*st = i >= 0 ? CU_GET_PROC_ADDRESS_SUCCESS
-		      : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+		      : in_driver ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
 			      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 	return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }

@@ -28,6 +28,8 @@
 #define SIM_ADDR_ALIGN 512ULL		/* of every device pointer */
 #define SIM_ADDR_BASE 0x7f0000000000ULL	/* + (dev << 40) */
 #define SIM_ADDR_WINDOW (1ULL << 40)	/* per device: 4x max capacity */
+#define SIM_HOST_BASE 0x100000000000ULL	/* host and managed pools */
+#define SIM_HOST_WINDOW (1ULL << 44)
 #define SIM_VA_BASE 0x200000000000ULL	/* cuMemAddressReserve ranges */
 #define SIM_VA_WINDOW (1ULL << 46)
 
@@ -112,7 +114,11 @@ struct sim_ctx {
 
 struct sim_pool {
 	struct sim_pool *next;
-	int dev;
+	int dev;		/* whose memory it takes; -1: none (host, managed) */
+	CUmemLocation loc;	/* as created (CU_MEMPOOL_ATTR_LOCATION_*) */
+	CUmemAllocationType type;
+	CUmemAllocationHandleType handles;
+	uint64_t max_size;	/* CUmemPoolProps::maxSize, 0: none */
 	int is_default;
 	int destroyed;		/* handle gone, waits for its allocations */
 	uint64_t reserved, used;
@@ -126,6 +132,19 @@ struct sim_gmem {
 	uint64_t reserved, used, reserved_high, used_high;
 };
 
+/*
+ * The (location, allocation type) pairs that have a default and a current
+ * pool: slot d is device d's pinned pool, as cuDeviceGetMemPool sees it.
+ */
+#define SIM_NUMA_NODES 1	/* host NUMA nodes: one, id 0 */
+enum {
+	SIM_SLOT_DEV_MANAGED = SIMST_MAX_DEV,	/* + device */
+	SIM_SLOT_HOST = 2 * SIMST_MAX_DEV,	/* + 1 when managed */
+	SIM_SLOT_NUMA = SIM_SLOT_HOST + 2,	/* + 2 x node, + 1 managed */
+	SIM_SLOT_NONE = SIM_SLOT_NUMA + 2 * SIM_NUMA_NODES,	/* managed */
+	SIM_POOL_SLOTS
+};
+
 struct sim_global {
 	pthread_mutex_t lock;
 	pthread_cond_t progress;	/* broadcast when any op completes */
@@ -137,10 +156,12 @@ struct sim_global {
 	struct sim_table handles;	/* every live handle, for validation */
 	struct sim_table vas;		/* reserved virtual address ranges */
 	uint64_t next_addr[SIMST_MAX_DEV];	/* allocation cursors */
+	uint64_t next_host;		/* host pools' cursor */
 	uint64_t next_va;
 	struct sim_ctx primary[SIMST_MAX_DEV];
-	struct sim_pool *def_pool[SIMST_MAX_DEV];
-	struct sim_pool *cur_pool[SIMST_MAX_DEV];
+	/* Default and current pool of each location and type (SIM_SLOT_*). */
+	struct sim_pool *def_pool[SIM_POOL_SLOTS];
+	struct sim_pool *cur_pool[SIM_POOL_SLOTS];
 	struct sim_pool *pools;
 	struct sim_stream *streams;
 	struct sim_capture *captures;	/* the process's, under way */
@@ -160,6 +181,8 @@ CUresult sim_enter(void);
 CUresult sim_enter_ctx(struct sim_ctx **ctx);
 CUresult sim_leave_rc(CUresult rc);
 int sim_dev_ok(CUdevice dev);
+/* The CUDA version this driver is (SIMCUDA_DRIVER_VERSION). */
+int sim_driver_version(void);
 
 /* Handle registry (table.c). */
 int sim_handle_add(const void *h, int kind, void *owner, int dev);
@@ -186,6 +209,15 @@ void sim_array_free(struct sim_entry *e);
 CUresult sim_pools_init(void);
 void sim_pools_shrink(void);
 void sim_pool_put(struct sim_pool *p, uint64_t size);
+struct sim_pool *sim_pool_new(const CUmemLocation *loc,
+			      CUmemAllocationType type, int is_default);
+
+/* Pools by location and allocation type (pool_loc.c). */
+CUresult sim_pool_props_check(const CUmemPoolProps *props);
+/* A destroyed pool stops being any location's current pool. */
+void sim_pool_unslot(const struct sim_pool *p);
+CUresult sim_pool_loc_attr(const struct sim_pool *p,
+			   CUmemPool_attribute attr, void *value);
 
 /* stream.c */
 enum sim_op_kind { OP_KERNEL, OP_FREE, OP_RECORD, OP_WAIT, OP_HOST };

@@ -100,24 +100,31 @@ GS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	return r;
 }
 
+/*
+ * Managed memory migrates pages behind the driver's back and can
+ * oversubscribe the card: it cannot be held to a cap. Every path to it
+ * is refused loudly, with one line per process for all of them (a forked
+ * child is told too), rather than let it slip past the ledger.
+ */
+CUresult gs_managed_refused(const char *what)
+{
+	static int told_pid;
+	int pid = (int)getpid();
+
+	if (__atomic_exchange_n(&told_pid, pid, __ATOMIC_RELAXED) != pid)
+		gs_err("%s refused: unified memory is not supported under a gpuslice memory cap; allocate with cuMemAlloc (cudaMalloc) instead",
+		       what);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
 				     unsigned int flags)
 {
 	__typeof__(&cuMemAllocManaged) real = REAL(cuMemAllocManaged);
-	static int told_pid;
-	int pid = (int)getpid();
 
 	if (!gs_enabled())
 		return real(dptr, bytesize, flags);
-	/*
-	 * Managed memory migrates pages behind the driver's back and can
-	 * oversubscribe the card: it cannot be held to a cap. Refuse it
-	 * loudly, once per process (a forked child is told too), rather than
-	 * let it slip past the ledger.
-	 */
-	if (__atomic_exchange_n(&told_pid, pid, __ATOMIC_RELAXED) != pid)
-		gs_err("cuMemAllocManaged (cudaMallocManaged) refused: unified memory is not supported under a gpuslice memory cap; allocate with cuMemAlloc (cudaMalloc) instead");
-	return CUDA_ERROR_NOT_SUPPORTED;
+	return gs_managed_refused("cuMemAllocManaged (cudaMallocManaged)");
 }
 
 /*

@@ -19,6 +19,7 @@
 struct gs_pool {
 	CUmemoryPool pool;	/* NULL: free slot */
 	struct gs_card *card;	/* NULL: not device memory */
+	bool managed;		/* unified memory: every allocation refused */
 	uint64_t charged;	/* bytes the ledger holds for the reservation */
 	bool dirty;		/* may hold less than charged (atomic) */
 	int live;		/* allocations not yet freed (atomic) */
@@ -44,25 +45,12 @@ static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
 	return v;
 }
 
-/* The device a pool it has not seen belongs to: a default or current pool. */
-static CUdevice pool_device(CUmemoryPool pool, CUdevice fallback)
-{
-	CUmemoryPool p;
-	int n = 0;
-
-	gs_real.cuDeviceGetCount(&n);
-	for (CUdevice d = 0; d < n; d++) {
-		if ((gs_real.cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS &&
-		     p == pool) ||
-		    (gs_real.cuDeviceGetMemPool(&p, d) == CUDA_SUCCESS &&
-		     p == pool))
-			return d;
-	}
-	return fallback;
-}
-
-/* The record of pool, created on first sight; NULL when the table is full. */
-static struct gs_pool *pool_get(CUmemoryPool pool, struct gs_card *card)
+/*
+ * The record of pool, created on first sight as pc classifies it (pc NULL:
+ * only looked up); NULL when unknown or the table is full.
+ */
+static struct gs_pool *pool_get(CUmemoryPool pool,
+				const struct gs_pool_class *pc)
 {
 	struct gs_pool *free_slot = NULL, *found = NULL;
 
@@ -73,10 +61,12 @@ static struct gs_pool *pool_get(CUmemoryPool pool, struct gs_card *card)
 		else if (!pools[i].pool && !free_slot)
 			free_slot = &pools[i];
 	}
-	if (!found && free_slot) {
+	if (!found && free_slot && pc) {
 		found = free_slot;
 		found->pool = pool;
-		found->card = card;
+		found->card = pc->kind == GS_POOL_DEVICE ?
+				      gs_card_for_device(pc->dev) : NULL;
+		found->managed = pc->kind == GS_POOL_MANAGED;
 		found->charged = 0;
 		found->dirty = false;
 		found->live = 0;
@@ -84,10 +74,27 @@ static struct gs_pool *pool_get(CUmemoryPool pool, struct gs_card *card)
 		found->destroying = false;
 	}
 	pthread_mutex_unlock(&pools_lock);
-	if (!found)
+	if (!found && pc)
 		gs_err("more than %d memory pools: allocations from a new pool are refused",
 		       GS_MAX_POOLS);
 	return found;
+}
+
+void gs_pool_note(CUmemoryPool pool, const struct gs_pool_class *pc)
+{
+	pool_get(pool, pc);
+}
+
+/* The record of pool, classified on first sight (dev: the current device). */
+static struct gs_pool *pool_find(CUmemoryPool pool, CUdevice dev)
+{
+	struct gs_pool *p = pool_get(pool, NULL);
+	struct gs_pool_class pc;
+
+	if (p)
+		return p;
+	gs_pool_classify(pool, dev, &pc);
+	return pool_get(pool, &pc);
 }
 
 /* Brings the charge to the reservation; the pool's lock is held. */
@@ -194,6 +201,14 @@ static uint64_t growth(struct gs_pool *p, size_t size)
 	       GS_POOL_GRANULE;
 }
 
+/* An allocation from a pool of unified memory: refused. */
+static CUresult managed_alloc(const struct async_alloc *a)
+{
+	if (a->alloc)
+		return gs_managed_refused("cuMemAllocAsync from a managed current pool (cudaMallocAsync)");
+	return gs_managed_refused("cuMemAllocFromPoolAsync from a managed pool (cudaMallocFromPoolAsync)");
+}
+
 static CUresult pool_alloc(struct async_alloc *a)
 {
 	struct gs_card *c;
@@ -217,9 +232,11 @@ static CUresult pool_alloc(struct async_alloc *a)
 		if (r != CUDA_SUCCESS)
 			return r;	/* never allocate uncharged */
 	}
-	p = pool_get(a->pool, gs_card_for_device(pool_device(a->pool, dev)));
+	p = pool_find(a->pool, dev);
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (p->managed)
+		return managed_alloc(a);
 	if (!p->card)
 		return call(a);
 	pthread_mutex_lock(&p->lock);
@@ -322,14 +339,20 @@ GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool,
 				   const CUmemPoolProps *props)
 {
-	CUresult r = REAL(cuMemPoolCreate)(pool, props);
-	bool device;
+	__typeof__(&cuMemPoolCreate) real = REAL(cuMemPoolCreate);
+	struct gs_pool_class pc;
+	CUresult r;
 
-	if (r != CUDA_SUCCESS || !gs_enabled())
+	if (!gs_enabled())
+		return real(pool, props);
+	if (props && props->allocType == CU_MEM_ALLOCATION_TYPE_MANAGED)
+		return gs_managed_refused("cuMemPoolCreate of a managed pool (cudaMemPoolCreate)");
+	r = real(pool, props);
+	if (r != CUDA_SUCCESS)
 		return r;
 	/* Pools of host memory are recorded too, so they are never charged. */
-	device = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-	pool_get(*pool, device ? gs_card_for_device(props->location.id) : NULL);
+	gs_pool_classify_at(*pool, &props->location, props->allocType, &pc);
+	pool_get(*pool, &pc);
 	return r;
 }
 

@@ -334,6 +334,37 @@ void gs_graph_before_fork(void);
 void gs_graph_after_fork_parent(void);
 void gs_graph_after_fork_child(void);
 
+/*
+ * Refuses managed (unified) memory asked for by what: one line per
+ * process for every path (mem.c); returns CUDA_ERROR_NOT_SUPPORTED.
+ */
+CUresult gs_managed_refused(const char *what);
+
+/* What a stream-ordered pool's memory is (pool_class.c). */
+enum gs_pool_kind {
+	GS_POOL_DEVICE,		/* a card's memory: charged to it */
+	GS_POOL_HOST,		/* host memory: never charged */
+	GS_POOL_MANAGED,	/* unified memory: refused */
+};
+
+struct gs_pool_class {
+	enum gs_pool_kind kind;
+	CUdevice dev;		/* GS_POOL_DEVICE: the pool's device */
+};
+
+/*
+ * Classifies pool by the driver's attributes; where the driver has none
+ * (before CUDA 13), by a search of the devices' default and current pools,
+ * else as memory of device fallback.
+ */
+void gs_pool_classify(CUmemoryPool pool, CUdevice fallback,
+		      struct gs_pool_class *pc);
+/* The same, falling back to the location and type the pool was made for. */
+void gs_pool_classify_at(CUmemoryPool pool, const CUmemLocation *loc,
+			 CUmemAllocationType type, struct gs_pool_class *pc);
+/* Records pool as classified (pool.c), unless already known. */
+void gs_pool_note(CUmemoryPool pool, const struct gs_pool_class *pc);
+
 /* Pools (pool.c). */
 void gs_pools_reconcile(struct gs_card *card);
 /* Settles a stream-ordered allocation the driver freed (or not). */

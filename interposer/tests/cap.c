@@ -15,40 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-
-#define MAX_PIECES 4096
-
-struct piece {
-	uint64_t h;		/* pointer or handle */
-	uint64_t bytes;		/* device memory it holds */
-	CUdeviceptr va;		/* vmm: mapped at, 0 when not mapped */
-};
-
-struct run {
-	int dev;
-	uint64_t F;		/* free at the start */
-	uint64_t gran;		/* pieces are multiples of this */
-	CUstream stream;
-	CUmemoryPool pool;
-	int npieces;		/* pieces made so far in this round */
-	struct piece p[MAX_PIECES];
-	int n;
-};
-
-struct path {
-	const char *name;
-	void (*setup)(struct run *r);
-	/* One piece of at most want bytes (exactly want where it can). */
-	CUresult (*alloc)(struct run *r, uint64_t want, struct piece *p);
-	CUresult (*free)(struct run *r, struct piece *p);
-	/* After the frees: what it takes for the bytes to come back. */
-	void (*settle)(struct run *r);
-	/* Extra checks at the end, before teardown. */
-	void (*finale)(struct run *r);
-	void (*teardown)(struct run *r);
-	bool vmm_gran;		/* pieces in VMM/pool granularity */
-};
+#include "cap.h"
 
 /* ---- alloc ---- */
 
@@ -93,18 +60,18 @@ static CUresult alloc_pitch(struct run *r, uint64_t want, struct piece *p)
 
 /* ---- async, async_ptsz ---- */
 
-static void setup_stream(struct run *r)
+void setup_stream(struct run *r)
 {
 	NEED(cuStreamCreate);
 	CHECK(cu.cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));
 }
 
-static void teardown_stream(struct run *r)
+void teardown_stream(struct run *r)
 {
 	CHECK(cu.cuStreamDestroy_v2(r->stream));
 }
 
-static CUresult alloc_async(struct run *r, uint64_t want, struct piece *p)
+CUresult alloc_async(struct run *r, uint64_t want, struct piece *p)
 {
 	CUdeviceptr d = 0;
 	CUresult rc = cu.cuMemAllocAsync(&d, want, r->stream);
@@ -114,12 +81,12 @@ static CUresult alloc_async(struct run *r, uint64_t want, struct piece *p)
 	return rc;
 }
 
-static CUresult free_async(struct run *r, struct piece *p)
+CUresult free_async(struct run *r, struct piece *p)
 {
 	return cu.cuMemFreeAsync(p->h, r->stream);
 }
 
-static void sync_stream(struct run *r)
+void sync_stream(struct run *r)
 {
 	CHECK(cu.cuStreamSynchronize(r->stream));
 }
@@ -151,7 +118,7 @@ static void sync_ptsz(struct run *r)
 
 /* ---- pool, pool_ptsz: an explicit pool that keeps its reservation ---- */
 
-static uint64_t pool_reserved(struct run *r)
+uint64_t pool_reserved(struct run *r)
 {
 	cuuint64_t v = 0;
 
@@ -178,7 +145,7 @@ static void setup_pool(struct run *r)
 				       &keep));
 }
 
-static CUresult alloc_pool(struct run *r, uint64_t want, struct piece *p)
+CUresult alloc_pool(struct run *r, uint64_t want, struct piece *p)
 {
 	CUdeviceptr d = 0;
 	CUresult rc = cu.cuMemAllocFromPoolAsync(&d, want, r->pool,
@@ -222,7 +189,7 @@ static void settle_pool_common(struct run *r, bool ptsz)
 		      (unsigned long long)pool_reserved(r));
 }
 
-static void settle_pool(struct run *r)
+void settle_pool(struct run *r)
 {
 	settle_pool_common(r, false);
 }
@@ -510,6 +477,10 @@ int cmd_cap(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		if (!strcmp(argv[0], paths[i].name))
 			pa = &paths[i];
+	}
+	for (size_t i = 0; i < cap_pool_npaths; i++) {
+		if (!strcmp(argv[0], cap_pool_paths[i].name))
+			pa = &cap_pool_paths[i];
 	}
 	if (!pa)
 		dief("cap: unknown path %s", argv[0]);

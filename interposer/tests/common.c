@@ -129,6 +129,7 @@ void load_cuda(void)
 	cu.simcudaDeviceUsed = (__typeof__(cu.simcudaDeviceUsed))dlsym(
 		libcuda, "simcudaDeviceUsed");
 	load_late_shim();
+	load_via_procaddr();
 	NEED(cuInit);
 	NEED(cuDeviceGet);
 	NEED(cuDevicePrimaryCtxRetain);

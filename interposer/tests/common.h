@@ -66,6 +66,11 @@
 	X(cuMemPoolSetAttribute)            \
 	X(cuMemPoolGetAttribute)            \
 	X(cuDeviceGetDefaultMemPool)        \
+	X(cuDeviceGetMemPool)               \
+	X(cuDeviceSetMemPool)               \
+	X(cuMemGetDefaultMemPool)           \
+	X(cuMemGetMemPool)                  \
+	X(cuMemSetMemPool)                  \
 	X(cuMemCreate)                      \
 	X(cuMemRelease)                     \
 	X(cuMemRetainAllocationHandle)      \
@@ -245,5 +250,18 @@ int cmd_paths(int argc, char **argv);
 int cmd_procall(int argc, char **argv);
 int cmd_wrap(int argc, char **argv);
 int cmd_scope(int argc, char **argv);
+
+/* CUDA 13 pools (pools.c). */
+int cmd_pools(int argc, char **argv);
+/*
+ * cuMemPoolCreate; with GSTEST_UNSEEN_POOLS=1 (and GSTEST_LATE_SHIM) the
+ * driver's own, behind the shim's back: a pool the shim never saw made.
+ */
+CUresult pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
+/*
+ * GSTEST_PROCADDR=v1|v2: the entry points cuGetProcAddress hands out are
+ * taken from it (or from cuGetProcAddress_v2) instead of dlsym (via.c).
+ */
+void load_via_procaddr(void);
 
 #endif /* GSTEST_COMMON_H */

@@ -16,6 +16,7 @@ static const struct {
 	const char *usage;
 } cmds[] = {
 	{ "cap", cmd_cap, "cap <path> [device]: fill the vGPU exactly through one allocation path, one more unit is refused, frees give it all back; paths: alloc pitch async async_ptsz pool pool_ptsz vmm array array3d mipmap context" },
+	{ "pools", cmd_pools, "pools host <create|numa|default|default_numa|current> | managed <create|default|current|set|alloc> | rules: CUDA 13 pools: host memory is never charged, managed memory is refused on every path (alloc: a pool made behind the shim, GSTEST_UNSEEN_POOLS), the simulated driver keeps NVIDIA's documented rules; the device kinds are cap paths pool_default pool_current pool_xdev" },
 	{ "meminfo", cmd_meminfo, "meminfo [device] [bytes]: optionally cuMemAlloc bytes, then print what CUDA and NVML report (key=value)" },
 	{ "nvmlinfo", cmd_nvmlinfo, "nvmlinfo: print NVML's memory view of every device without touching CUDA (key=value)" },
 	{ "managed", cmd_managed, "managed: cuMemAllocManaged must be CUDA_ERROR_NOT_SUPPORTED, from several threads" },

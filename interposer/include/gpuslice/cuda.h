@@ -149,7 +149,9 @@ typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
 /* Virtual memory management (cuMemCreate and friends). */
 typedef enum CUmemAllocationType_enum {
 	CU_MEM_ALLOCATION_TYPE_INVALID = 0x0,
-	CU_MEM_ALLOCATION_TYPE_PINNED = 0x1
+	CU_MEM_ALLOCATION_TYPE_PINNED = 0x1,
+	/* CUDA 13.0: managed (unified) memory pools. */
+	CU_MEM_ALLOCATION_TYPE_MANAGED = 0x2
 } CUmemAllocationType;
 
 typedef enum CUmemAllocationHandleType_enum {
@@ -162,7 +164,14 @@ typedef enum CUmemLocationType_enum {
 	CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
 	CU_MEM_LOCATION_TYPE_HOST = 0x2,
 	CU_MEM_LOCATION_TYPE_HOST_NUMA = 0x3,
-	CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 0x4
+	CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 0x4,
+	/*
+	 * CUDA 13: NONE is a managed pool's "no preferred location" (the
+	 * same value as INVALID); INVISIBLE is an imported pool's device
+	 * that this process cannot see.
+	 */
+	CU_MEM_LOCATION_TYPE_NONE = 0x0,
+	CU_MEM_LOCATION_TYPE_INVISIBLE = 0x5
 } CUmemLocationType;
 
 typedef struct CUmemLocation_st {
@@ -208,7 +217,19 @@ typedef enum CUmemPool_attribute_enum {
 	CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
 	CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
 	CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
-	CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8
+	CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
+	/*
+	 * CUDA 13.x, read-only: what the pool is (value types
+	 * CUmemAllocationType, CUmemAllocationHandleType, int,
+	 * CUmemLocationType, cuuint64_t, int). Older drivers answer
+	 * CUDA_ERROR_INVALID_VALUE.
+	 */
+	CU_MEMPOOL_ATTR_ALLOCATION_TYPE = 9,
+	CU_MEMPOOL_ATTR_EXPORT_HANDLE_TYPES = 10,
+	CU_MEMPOOL_ATTR_LOCATION_ID = 11,
+	CU_MEMPOOL_ATTR_LOCATION_TYPE = 12,
+	CU_MEMPOOL_ATTR_MAX_POOL_SIZE = 13,
+	CU_MEMPOOL_ATTR_HW_DECOMPRESS_ENABLED = 14
 } CUmemPool_attribute;
 
 typedef struct CUmemPoolProps_st {

@@ -91,6 +91,13 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
+/* CUDA 13.0: pools by memory location and allocation type. */
+CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location,
+				CUmemAllocationType type);
+CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location,
+			 CUmemAllocationType type);
+CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
+			 CUmemoryPool pool);
 
 /* Virtual memory management. */
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
