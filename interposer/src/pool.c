@@ -211,7 +211,6 @@ static CUresult managed_alloc(const struct async_alloc *a)
 
 static CUresult pool_alloc(struct async_alloc *a)
 {
-	struct gs_card *c;
 	struct gs_pool *p;
 	CUcontext ctx;
 	CUdevice dev;
@@ -220,12 +219,13 @@ static CUresult pool_alloc(struct async_alloc *a)
 
 	/*
 	 * Under stream capture the allocation is a node of the graph, with
-	 * no memory until the graph runs: graph.c charges it then.
+	 * no memory until the graph runs: graph.c charges it then. The
+	 * allocation is made in its stream's context, current or not (no
+	 * such context: the driver refuses it).
 	 */
 	if (!gs_enabled() || !a->dptr || !a->size ||
 	    gs_captured(a->stream, a->ptsz) ||
-	    !(c = gs_current_card(&ctx)) ||
-	    gs_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+	    !gs_stream_device(a->stream, a->ptsz, &ctx, &dev))
 		return call(a);
 	if (!a->pool) {
 		r = gs_real.cuDeviceGetMemPool(&a->pool, dev);

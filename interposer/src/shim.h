@@ -205,6 +205,8 @@ struct gs_card *gs_card_for_device(CUdevice dev);
  * (stream.c).
  */
 struct gs_card *gs_launch_card(CUstream s, bool ptsz, CUcontext *ctx);
+/* The context and device work on stream s runs in; false: none. */
+bool gs_stream_device(CUstream s, bool ptsz, CUcontext *ctx, CUdevice *dev);
 /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD. */
 bool gs_stream_special(CUstream s);
 /* A stream or context is going away: gs_launch_card forgets its answers. */

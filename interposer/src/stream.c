@@ -17,7 +17,7 @@
 static unsigned int stream_gen = 1;
 static __thread CUstream tls_stream;
 static __thread CUcontext tls_stream_ctx;
-static __thread struct gs_card *tls_stream_card;
+static __thread CUdevice tls_stream_dev;
 static __thread unsigned int tls_stream_gen;
 
 void gs_stream_forget(void)
@@ -46,27 +46,40 @@ static bool ctx_device(CUcontext ctx, CUdevice *dev)
 	return ok;
 }
 
-struct gs_card *gs_launch_card(CUstream s, bool ptsz, CUcontext *ctx)
+bool gs_stream_device(CUstream s, bool ptsz, CUcontext *ctx, CUdevice *dev)
 {
 	unsigned int gen = __atomic_load_n(&stream_gen, __ATOMIC_ACQUIRE);
 	__typeof__(&cuStreamGetCtx) get_ctx =
 		ptsz ? gs_real.cuStreamGetCtx_ptsz : gs_real.cuStreamGetCtx;
-	CUdevice dev;
 
-	if (gs_stream_special(s) || !get_ctx)
-		return gs_current_card(ctx);
+	*ctx = NULL;
+	if (gs_stream_special(s) || !get_ctx) {
+		return gs_real.cuCtxGetCurrent &&
+		       gs_real.cuCtxGetCurrent(ctx) == CUDA_SUCCESS && *ctx &&
+		       gs_real.cuCtxGetDevice(dev) == CUDA_SUCCESS;
+	}
 	if (s == tls_stream && gen == tls_stream_gen) {
 		*ctx = tls_stream_ctx;
-		return tls_stream_card;
+		*dev = tls_stream_dev;
+		return true;
 	}
-	*ctx = NULL;
-	if (get_ctx(s, ctx) != CUDA_SUCCESS || !*ctx || !ctx_device(*ctx, &dev))
-		return NULL;	/* not a stream: the driver will say so */
-	tls_stream_card = gs_card_for_device(dev);
+	if (get_ctx(s, ctx) != CUDA_SUCCESS || !*ctx || !ctx_device(*ctx, dev))
+		return false;	/* not a stream: the driver will say so */
 	tls_stream_ctx = *ctx;
+	tls_stream_dev = *dev;
 	tls_stream = s;
 	tls_stream_gen = gen;
-	return tls_stream_card;
+	return true;
+}
+
+struct gs_card *gs_launch_card(CUstream s, bool ptsz, CUcontext *ctx)
+{
+	CUdevice dev;
+
+	if (gs_stream_special(s))
+		return gs_current_card(ctx);	/* cached per thread there */
+	return gs_stream_device(s, ptsz, ctx, &dev) ? gs_card_for_device(dev) :
+						       NULL;
 }
 
 /* Forgotten first: once destroyed, the handle may be another stream's. */
