@@ -7,6 +7,8 @@ SIM_OBJDIR := $(BUILD)/obj/simcuda
 SIM_COMMON := state config
 SIM_CUDA := init device context memory array vmm pool stream event launch \
 	procaddr table limit module capture graph graph_exec
+# CUDA_VISIBLE_DEVICES: ordinals to physical devices.
+SIM_CUDA += visible
 SIM_NVML := nvml nvml_event
 
 SIM_CUDA_OBJS := $(addprefix $(SIM_OBJDIR)/,$(addsuffix .o,$(SIM_CUDA) $(SIM_COMMON)))
