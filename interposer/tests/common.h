@@ -95,7 +95,10 @@
 	X(cuEventRecord_ptsz)               \
 	X(cuEventSynchronize)               \
 	X(cuEventQuery)                     \
-	X(cuEventDestroy_v2)
+	X(cuEventDestroy_v2)                \
+	/* Device identity (devices.c). */  \
+	X(cuDeviceGetUuid_v2)               \
+	X(cuDeviceGetPCIBusId)
 
 #define GSTEST_NVML_FUNCS(X)             \
 	X(nvmlInit_v2)                   \
@@ -103,7 +106,9 @@
 	X(nvmlDeviceGetCount_v2)         \
 	X(nvmlDeviceGetHandleByIndex_v2) \
 	X(nvmlDeviceGetMemoryInfo)       \
-	X(nvmlDeviceGetMemoryInfo_v2)
+	X(nvmlDeviceGetMemoryInfo_v2)    \
+	X(nvmlDeviceGetUUID)             \
+	X(nvmlDeviceGetPciInfo_v3)
 
 struct cu_api {
 #define X(n) __typeof__(&n) n;
@@ -192,6 +197,7 @@ int cmd_cap(int argc, char **argv);
 int cap_context(int dev);	/* cap context, in context.c */
 int cmd_meminfo(int argc, char **argv);
 int cmd_nvmlinfo(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 int cmd_managed(int argc, char **argv);
 int cmd_alloc(int argc, char **argv);
 int cmd_hold(int argc, char **argv);

@@ -18,6 +18,7 @@ static const struct {
 	{ "cap", cmd_cap, "cap <path> [device]: fill the vGPU exactly through one allocation path, one more unit is refused, frees give it all back; paths: alloc pitch async async_ptsz pool pool_ptsz vmm array array3d mipmap context" },
 	{ "meminfo", cmd_meminfo, "meminfo [device] [bytes]: optionally cuMemAlloc bytes, then print what CUDA and NVML report (key=value)" },
 	{ "nvmlinfo", cmd_nvmlinfo, "nvmlinfo: print NVML's memory view of every device without touching CUDA (key=value)" },
+	{ "devices", cmd_devices, "devices [alloc=<MiB>,...] [launch=<device>] [hold]: each device's identity and memory as CUDA and NVML see it, after allocating on (and launching on) the devices named; see devices.c" },
 	{ "managed", cmd_managed, "managed: cuMemAllocManaged must be CUDA_ERROR_NOT_SUPPORTED, from several threads" },
 	{ "alloc", cmd_alloc, "alloc <bytes> [device]: one cuMemAlloc; exit 0 when it succeeds, 2 when refused with CUDA_ERROR_OUT_OF_MEMORY" },
 	{ "hold", cmd_hold, "hold <bytes> [device]: allocate, print ready, sleep until killed (exit 2 when refused)" },
