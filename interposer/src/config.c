@@ -128,7 +128,7 @@ static bool parse_card_uuids(const char *v, int ncards,
 		for (int j = 0; j < n; j++) {
 			if (!strcmp(out[j], out[n])) {
 				snprintf(err, errlen,
-					 "GPUSLICE_CARD_UUIDS=%.160s lists %s twice",
+					 "GPUSLICE_CARD_UUIDS=%.120s lists %s twice",
 					 v, out[n]);
 				return false;
 			}
@@ -141,7 +141,7 @@ static bool parse_card_uuids(const char *v, int ncards,
 	if (!*s && n == ncards)
 		return true;
 	snprintf(err, errlen,
-		 "GPUSLICE_CARD_UUIDS=%.160s: want %d UUIDs (one per card, in GPU_IDX's order), comma-separated, each GPU- and 8-4-4-4-12 hex digits",
+		 "GPUSLICE_CARD_UUIDS=%.120s: want one UUID per card (%d), in GPU_IDX's order, comma-separated, each GPU- and 8-4-4-4-12 hex digits",
 		 v, ncards);
 	return false;
 }
