@@ -160,6 +160,21 @@ void load_nvml(void)
 #undef X
 }
 
+unsigned int nvml_begin(void)
+{
+	unsigned int n = 0;
+
+	load_nvml();
+	if (nv.nvmlInit_v2() != NVML_SUCCESS) {
+		failf("nvmlInit_v2 failed");
+		return 0;
+	}
+	if (nv.nvmlDeviceGetCount_v2(&n) != NVML_SUCCESS)
+		failf("nvmlDeviceGetCount_v2 failed");
+	printf("nvml.count=%u\n", n);
+	return n;
+}
+
 const char *rcname(CUresult rc)
 {
 	static __thread char buf[32];

@@ -131,6 +131,11 @@ extern struct nvml_api nv;
 void load_cuda(void);
 /* The same for libnvidia-ml.so.1 and nv. */
 void load_nvml(void);
+/*
+ * load_nvml, nvmlInit_v2 and NVML's device count, printed as nvml.count=;
+ * 0 (and a failed check) when NVML cannot say. nv.nvmlShutdown ends it.
+ */
+unsigned int nvml_begin(void);
 /* The handle of libcuda.so.1 (after load_cuda). */
 void *cuda_handle(void);
 

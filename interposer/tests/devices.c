@@ -142,17 +142,9 @@ static void print_physical(void)
 {
 	int (*stats)(int, int, uint64_t *, uint64_t *);
 	uint64_t used, busy, kernels;
-	unsigned int n = 0;
+	unsigned int n = nvml_begin();
 
 	stats = (__typeof__(stats))dlsym(cuda_handle(), "simcudaEngineStats");
-	load_nvml();
-	if (nv.nvmlInit_v2() != NVML_SUCCESS) {
-		failf("nvmlInit_v2 failed");
-		return;
-	}
-	if (nv.nvmlDeviceGetCount_v2(&n) != NVML_SUCCESS)
-		failf("nvmlDeviceGetCount_v2 failed");
-	printf("nvml.count=%u\n", n);
 	for (unsigned int i = 0; i < n; i++) {
 		print_nvml_device(i);
 		if (cu.simcudaDeviceUsed &&

@@ -12,16 +12,8 @@
 
 static void print_nvml(void)
 {
-	unsigned int n = 0;
+	unsigned int n = nvml_begin();
 
-	load_nvml();
-	if (nv.nvmlInit_v2() != NVML_SUCCESS) {
-		failf("nvmlInit_v2 failed");
-		return;
-	}
-	if (nv.nvmlDeviceGetCount_v2(&n) != NVML_SUCCESS)
-		failf("nvmlDeviceGetCount_v2 failed");
-	printf("nvml.count=%u\n", n);
 	for (unsigned int i = 0; i < n; i++) {
 		nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
 		nvmlDevice_t d;
