@@ -175,6 +175,14 @@ unsigned int nvml_begin(void)
 	return n;
 }
 
+bool nvml_device(unsigned int i, nvmlDevice_t *h)
+{
+	if (nv.nvmlDeviceGetHandleByIndex_v2(i, h) == NVML_SUCCESS)
+		return true;
+	failf("nvmlDeviceGetHandleByIndex_v2(%u) failed", i);
+	return false;
+}
+
 const char *rcname(CUresult rc)
 {
 	static __thread char buf[32];

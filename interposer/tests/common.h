@@ -136,6 +136,8 @@ void load_nvml(void);
  * 0 (and a failed check) when NVML cannot say. nv.nvmlShutdown ends it.
  */
 unsigned int nvml_begin(void);
+/* NVML's device i, or false (and a failed check). */
+bool nvml_device(unsigned int i, nvmlDevice_t *h);
 /* The handle of libcuda.so.1 (after load_cuda). */
 void *cuda_handle(void);
 

@@ -124,10 +124,8 @@ static void print_nvml_device(unsigned int i)
 	nvmlDevice_t h;
 	nvmlMemory_t m;
 
-	if (nv.nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS) {
-		failf("nvmlDeviceGetHandleByIndex_v2(%u) failed", i);
+	if (!nvml_device(i, &h))
 		return;
-	}
 	if (nv.nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) == NVML_SUCCESS)
 		printf("nvml.%u.uuid=%s\n", i, uuid);
 	if (nv.nvmlDeviceGetPciInfo_v3(h, &pci) == NVML_SUCCESS)

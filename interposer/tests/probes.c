@@ -20,10 +20,8 @@ static void print_nvml(void)
 		nvmlMemory_t m;
 		nvmlReturn_t r;
 
-		if (nv.nvmlDeviceGetHandleByIndex_v2(i, &d) != NVML_SUCCESS) {
-			failf("nvmlDeviceGetHandleByIndex_v2(%u) failed", i);
+		if (!nvml_device(i, &d))
 			continue;
-		}
 		r = nv.nvmlDeviceGetMemoryInfo(d, &m);
 		printf("nvml.%u.rc=%d\n", i, (int)r);
 		if (r == NVML_SUCCESS)
