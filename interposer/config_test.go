@@ -37,6 +37,16 @@ func TestInvalidConfigFailsClosed(t *testing.T) {
 		{"context not a number", []string{"GPUSLICE_CONTEXT_MIB", "some"}, "GPUSLICE_CONTEXT_MIB", true},
 		{"context too large", []string{"GPUSLICE_CONTEXT_MIB", "70000"}, "GPUSLICE_CONTEXT_MIB", true},
 		{"enforce unknown", []string{"GPUSLICE_ENFORCE", "kernel"}, "GPUSLICE_ENFORCE", false},
+		// The agent's card UUIDs, which devices are matched by.
+		{"uuids malformed", []string{"GPUSLICE_CARD_UUIDS", "GPU-8932f937"}, "GPUSLICE_CARD_UUIDS", true},
+		{"uuids not hex", []string{"GPUSLICE_CARD_UUIDS", "GPU-8932f937-d72c-4106-c12f-20bd9faed9fg"}, "GPUSLICE_CARD_UUIDS", true},
+		{"uuids trailing comma", []string{"GPUSLICE_CARD_UUIDS", "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,"}, "GPUSLICE_CARD_UUIDS", true},
+		{"uuids fewer than cards", []string{"GPU_IDX", "0,1", "GPU_CONTAINER_MEM", "512,512",
+			"GPUSLICE_CARD_UUIDS", "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"}, "GPUSLICE_CARD_UUIDS", true},
+		{"uuids more than cards", []string{"GPUSLICE_CARD_UUIDS",
+			"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,GPU-8932f937-d72c-4106-c12f-20bd9faed9f7"}, "GPUSLICE_CARD_UUIDS", true},
+		{"uuids twice", []string{"GPU_IDX", "0,1", "GPU_CONTAINER_MEM", "512,512", "GPUSLICE_CARD_UUIDS",
+			"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,GPU-8932F937-D72C-4106-C12F-20BD9FAED9F6"}, "GPUSLICE_CARD_UUIDS", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

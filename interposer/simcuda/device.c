@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Device queries. The simulated devices look like a modest Turing-class
- * part: compute capability 7.5, 40 SMs, on PCI bus 0x10 + ordinal.
+ * part: compute capability 7.5, 40 SMs, physical device n on PCI bus
+ * 0x10 + n. A device's identity (UUID, PCI bus id) and capacity are its
+ * physical device's, whatever ordinal CUDA_VISIBLE_DEVICES gives it, as
+ * NVML shows them.
  */
 #include <stdio.h>
 #include <string.h>
@@ -68,7 +71,7 @@ SIM_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 		return rc;
 	if (!uuid)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
-	simst_uuid(dev, b);
+	simst_uuid(sim_phys(dev), b);
 	memcpy(uuid->bytes, b, sizeof(b));
 	return sim_leave_rc(CUDA_SUCCESS);
 }
@@ -86,7 +89,8 @@ SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 		return rc;
 	if (!pciBusId || len <= 0)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
-	snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
+	snprintf(pciBusId, (size_t)len, "0000:%02x:00.0",
+		 0x10 + sim_phys(dev));
 	return sim_leave_rc(CUDA_SUCCESS);
 }
 
@@ -98,7 +102,7 @@ SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 		return rc;
 	if (!bytes)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
-	*bytes = (size_t)simst_capacity(dev);
+	*bytes = (size_t)simst_capacity(sim_phys(dev));
 	return sim_leave_rc(CUDA_SUCCESS);
 }
 
@@ -115,7 +119,7 @@ static int attribute(CUdevice_attribute attrib, CUdevice dev, int *value)
 		*value = SIM_THREADS_PER_SM;
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-		*value = 0x10 + dev;
+		*value = 0x10 + sim_phys(dev);
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
 		*value = 0;

@@ -119,7 +119,7 @@ CUresult sim_graph_add_alloc(struct sim_graph *g, int dev, uint64_t bytes,
 	struct sim_gnode *n;
 	CUresult rc;
 
-	if (!bytes || bytes > simst_capacity(dev))
+	if (!bytes || bytes > simst_capacity(sim_phys(dev)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	n = node_add(g, GN_ALLOC);
 	if (!n)

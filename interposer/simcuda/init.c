@@ -113,7 +113,9 @@ static CUresult do_init(void)
 	if (rc != SIMST_OK)
 		return rc == SIMST_EINVAL ? CUDA_ERROR_INVALID_VALUE
 					  : CUDA_ERROR_UNKNOWN;
-	sim.ndev = simst_ndev();
+	sim_visible_init(simst_ndev());
+	if (!sim.ndev)
+		return CUDA_ERROR_NO_DEVICE;	/* none listed, or none valid */
 	sim.next_va = SIM_VA_BASE;
 	for (int d = 0; d < sim.ndev; d++) {
 		sim.next_addr[d] = SIM_ADDR_BASE + ((uint64_t)d << 40);

@@ -8,19 +8,23 @@
  */
 #include "sim.h"
 
-/* Device -1 is host memory (host and managed pools): no device's. */
+/*
+ * dev is an ordinal, as everywhere in the driver; the machine's is
+ * physical. Device -1 is host memory (host and managed pools): no
+ * device's.
+ */
 CUresult sim_charge(int dev, uint64_t bytes)
 {
 	if (dev < 0)
 		return CUDA_SUCCESS;
-	return simst_charge(dev, bytes) ? CUDA_ERROR_OUT_OF_MEMORY
-					: CUDA_SUCCESS;
+	return simst_charge(sim_phys(dev), bytes) ? CUDA_ERROR_OUT_OF_MEMORY
+						  : CUDA_SUCCESS;
 }
 
 void sim_uncharge(int dev, uint64_t bytes)
 {
 	if (dev >= 0)
-		simst_uncharge(dev, bytes);
+		simst_uncharge(sim_phys(dev), bytes);
 }
 
 /* Gives [*out, *out + size) a fresh address and records it. */
@@ -190,8 +194,8 @@ SIM_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 		return rc;
 	if (!free || !total)
 		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
-	cap = simst_capacity(c->dev);
-	simst_used(c->dev, &used);
+	cap = simst_capacity(sim_phys(c->dev));
+	simst_used(sim_phys(c->dev), &used);
 	*total = (size_t)cap;
 	*free = (size_t)(used < cap ? cap - used : 0);
 	return sim_leave_rc(CUDA_SUCCESS);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <gpuslice/nvml.h>
+#include <gpuslice/uuid.h>
 
 #include "nvml_int.h"
 #include "state.h"
@@ -225,22 +226,67 @@ NVML_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name,
 	return copy_out(name, length, simst_name());
 }
 
-/* "GPU-" and the bytes of cuDeviceGetUuid, grouped 8-4-4-4-12. */
+/* Device i's UUID as NVML writes it: cuDeviceGetUuid's bytes in text. */
+static void uuid_of(int i, char s[GS_UUID_STR_LEN])
+{
+	unsigned char b[16];
+
+	simst_uuid(i, b);
+	gs_uuid_format(b, s);
+}
+
 NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid,
 					unsigned int length)
 {
 	int i = enter(device, uuid);
-	unsigned char b[16];
-	char s[48];
+	char s[GS_UUID_STR_LEN];
 
 	if (i < 0)
 		return (nvmlReturn_t)-i;
-	simst_uuid(i, b);
-	snprintf(s, sizeof(s), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-"
-		 "%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
-		 b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
+	uuid_of(i, s);
 	return copy_out(uuid, length, s);
+}
+
+/* The whole UUID, as NVML wants it: no prefixes here. */
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid,
+						nvmlDevice_t *device)
+{
+	char s[GS_UUID_STR_LEN];
+
+	if (!initialised())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!uuid || !device)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int i = 0; i < simst_ndev(); i++) {
+		uuid_of(i, s);
+		if (!strcmp(s, uuid)) {
+			*device = &devices[i];
+			return NVML_SUCCESS;
+		}
+	}
+	return NVML_ERROR_NOT_FOUND;
+}
+
+/*
+ * Device i on bus 0x10 + i of domain 0, as cuDeviceGetPCIBusId says, in
+ * NVML's formats (upper-case hex, an 8-digit domain in busId); a Turing
+ * device id (0x1eb8, a T4's) of NVIDIA's vendor id 0x10de.
+ */
+NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device,
+					      nvmlPciInfo_t *pci)
+{
+	int i = enter(device, pci);
+
+	if (i < 0)
+		return (nvmlReturn_t)-i;
+	memset(pci, 0, sizeof(*pci));
+	pci->bus = 0x10 + (unsigned int)i;
+	pci->pciDeviceId = 0x1eb8U << 16 | 0x10deU;
+	snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0",
+		 (unsigned char)pci->bus);
+	snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0",
+		 (unsigned char)pci->bus);
+	return NVML_SUCCESS;
 }
 
 static nvmlReturn_t mem_info(int i, unsigned long long *total,

@@ -115,7 +115,7 @@ static CUresult pool_alloc(struct sim_pool *p, uint64_t size,
 	if (avail < size) {
 		uint64_t grow = size - avail;
 
-		if (p->dev >= 0 && grow > simst_capacity(p->dev))
+		if (p->dev >= 0 && grow > simst_capacity(sim_phys(p->dev)))
 			return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
 		grow = sim_roundup(grow, SIM_GRAN);
 		rc = sim_charge(p->dev, grow);

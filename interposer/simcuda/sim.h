@@ -151,7 +151,8 @@ struct sim_global {
 	int state;			/* 0 not initialised, 1 up, -1 failed */
 	CUresult init_rc;
 	unsigned int gen;		/* bumped in each forked child */
-	int ndev;
+	int ndev;			/* visible devices (CUDA_VISIBLE_DEVICES) */
+	int phys[SIMST_MAX_DEV];	/* ordinal -> physical device (visible.c) */
 	struct sim_table mem;		/* device allocations and mappings */
 	struct sim_table handles;	/* every live handle, for validation */
 	struct sim_table vas;		/* reserved virtual address ranges */
@@ -183,6 +184,18 @@ CUresult sim_leave_rc(CUresult rc);
 int sim_dev_ok(CUdevice dev);
 /* The CUDA version this driver is (SIMCUDA_DRIVER_VERSION). */
 int sim_driver_version(void);
+
+/* visible.c: the devices CUDA_VISIBLE_DEVICES shows, at cuInit. */
+void sim_visible_init(int nphys);
+
+/*
+ * The physical device of ordinal dev: what the machine's shared state
+ * (state.h) is indexed by. Set at cuInit and never changed after.
+ */
+static inline int sim_phys(int dev)
+{
+	return sim.phys[dev];
+}
 
 /* Handle registry (table.c). */
 int sim_handle_add(const void *h, int kind, void *owner, int dev);

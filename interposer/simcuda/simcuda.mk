@@ -9,6 +9,8 @@ SIM_CUDA := init device context memory array vmm pool stream event launch \
 	procaddr table limit module capture graph graph_exec
 # CUDA 13 pools by location and allocation type.
 SIM_CUDA += pool_loc
+# CUDA_VISIBLE_DEVICES: ordinals to physical devices.
+SIM_CUDA += visible
 SIM_NVML := nvml nvml_event
 
 SIM_CUDA_OBJS := $(addprefix $(SIM_OBJDIR)/,$(addsuffix .o,$(SIM_CUDA) $(SIM_COMMON)))

@@ -76,7 +76,7 @@ static void run_op(struct sim_op *op)
 	switch (op->kind) {
 	case OP_KERNEL:
 		pthread_mutex_unlock(&sim.lock);
-		simst_engine_run(op->dev, op->arg);
+		simst_engine_run(sim_phys(op->dev), op->arg);
 		pthread_mutex_lock(&sim.lock);
 		break;
 	case OP_FREE:

@@ -1,15 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The container's cards: which device ordinal is which card, and the
- * charging of each card's ledger.
- *
- * GPU_IDX lists the physical cards given to the container. Inside a
- * container the driver shows exactly those cards, in PCI order (the agent
- * sets CUDA_DEVICE_ORDER=PCI_BUS_ID), so device ordinal i is the listed
- * card with the i-th smallest index (config.c keeps them sorted). When the process sees more devices than the list names (no
- * container around it: a developer's machine, the tests), ordinal n is
- * card n. A device that is none of the container's cards gets no memory:
- * nothing runs unisolated.
+ * The container's cards: the card behind a device, and the charging of
+ * each card's ledger. Which device is which card is devmap.c's: by the
+ * device's UUID, whatever CUDA_VISIBLE_DEVICES did to the ordinals. A
+ * device that is none of the container's cards gets no memory: nothing
+ * runs unisolated.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,44 +31,27 @@ static void cards_init(void)
 	}
 }
 
-/* The card slot of the ordinal-th device of nvisible, or NULL. */
-static struct gs_card *card_slot(int ordinal, int nvisible)
+/* The card at position pos of the configuration (devmap.c), or refused. */
+static struct gs_card *card_at(int pos)
 {
-	const struct gs_config *cfg = gs_config();
-
 	pthread_once(&cards_once, cards_init);
-	if (cfg->invalid || ordinal < 0)
-		return &refused;
-	if (nvisible <= cfg->ncards)
-		return ordinal < cfg->ncards ? &cards[ordinal] : &refused;
-	for (int i = 0; i < cfg->ncards; i++) {
-		if (cfg->cards[i].index == ordinal)
-			return &cards[i];
-	}
-	return &refused;
+	return pos >= 0 && pos < gs_config()->ncards ? &cards[pos] : &refused;
+}
+
+/* No cards (no cap, or an invalid one): nothing to match devices to. */
+static bool no_cards(void)
+{
+	return !gs_config()->ncards;
 }
 
 struct gs_card *gs_card_for_device(CUdevice dev)
 {
-	static int count;
-	int n = __atomic_load_n(&count, __ATOMIC_RELAXED);
-
-	if (!n && gs_real.cuDeviceGetCount &&
-	    gs_real.cuDeviceGetCount(&n) == CUDA_SUCCESS)
-		__atomic_store_n(&count, n, __ATOMIC_RELAXED);
-	return card_slot(dev, n);
+	return card_at(no_cards() ? -1 : gs_devmap_cuda(dev));
 }
 
 struct gs_card *gs_card_for_nvml(nvmlDevice_t dev)
 {
-	unsigned int index, n = 0;
-
-	if (!gs_real.nvmlDeviceGetIndex ||
-	    gs_real.nvmlDeviceGetIndex(dev, &index) != NVML_SUCCESS)
-		return &refused;
-	if (gs_real.nvmlDeviceGetCount_v2)
-		gs_real.nvmlDeviceGetCount_v2(&n);
-	return card_slot((int)index, (int)n);
+	return card_at(no_cards() ? -1 : gs_devmap_nvml(dev));
 }
 
 /*
@@ -269,6 +247,7 @@ void gs_uncharge(struct gs_card *c, uint64_t bytes)
 /* The child of a fork owns none of its parent's charges. */
 void gs_cards_after_fork_child(void)
 {
+	gs_devmap_after_fork_child();
 	for (int i = 0; i < GS_MAX_CARDS; i++) {
 		pthread_mutex_init(&cards[i].open_lock, NULL);
 		if (cards[i].ledger)

@@ -5,6 +5,7 @@
  * a comma-separated list for a container with vGPUs on several cards, and
  * the shim's own GPUSLICE_* settings.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -86,6 +87,63 @@ static bool parse_one(const char *name, const char *val,
 static void copy_setting(char *dst, size_t len, const char *v, const char *def)
 {
 	snprintf(dst, len, "%s", v && *v ? v : def);
+}
+
+/* One UUID as NVML writes it, "GPU-" and 8-4-4-4-12 hex digits, lower-cased. */
+static bool parse_uuid(const char *s, size_t len, char out[GS_UUID_STR_LEN])
+{
+	if (len != GS_UUID_STR_LEN - 1 || strncmp(s, "GPU-", 4))
+		return false;
+	for (size_t i = 4; i < len; i++) {
+		bool dash = i == 12 || i == 17 || i == 22 || i == 27;
+
+		if (dash ? s[i] != '-' : !isxdigit((unsigned char)s[i]))
+			return false;
+		out[i] = (char)tolower((unsigned char)s[i]);
+	}
+	memcpy(out, "GPU-", 4);
+	out[len] = '\0';
+	return true;
+}
+
+/*
+ * GPUSLICE_CARD_UUIDS (the agent's): each card's UUID in GPU_IDX's order,
+ * what devmap.c matches devices by. Fills out (nothing when unset); false
+ * with err set when malformed.
+ */
+static bool parse_card_uuids(const char *v, int ncards,
+			     char (*out)[GS_UUID_STR_LEN], char *err,
+			     size_t errlen)
+{
+	const char *s = v;
+	int n = 0;
+
+	if (!v || !*v)
+		return true;
+	while (*s && n < ncards) {
+		size_t len = strcspn(s, ",");
+
+		if (!parse_uuid(s, len, out[n]))
+			break;
+		for (int j = 0; j < n; j++) {
+			if (!strcmp(out[j], out[n])) {
+				snprintf(err, errlen,
+					 "GPUSLICE_CARD_UUIDS=%.120s lists %s twice",
+					 v, out[n]);
+				return false;
+			}
+		}
+		n++;
+		s += len;
+		if (*s == ',' && s[1])
+			s++;	/* a trailing comma is left over: refused */
+	}
+	if (!*s && n == ncards)
+		return true;
+	snprintf(err, errlen,
+		 "GPUSLICE_CARD_UUIDS=%.120s: want one UUID per card (%d), in GPU_IDX's order, comma-separated, each GPU- and 8-4-4-4-12 hex digits",
+		 v, ncards);
+	return false;
 }
 
 /*
@@ -184,6 +242,8 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 	int nidx = 0, nmem;
 	int pol[GS_MAX_CARDS];
 	unsigned int quota[GS_MAX_CARDS];
+	const char *vuuid = get("GPUSLICE_CARD_UUIDS");
+	char uuid[GS_MAX_CARDS][GS_UUID_STR_LEN] = { { 0 } };
 
 	memset(cfg, 0, sizeof(*cfg));
 	copy_setting(cfg->ledger_dir, sizeof(cfg->ledger_dir),
@@ -242,6 +302,9 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 		}
 		cfg->context_bytes = ctx * GS_MIB;
 	}
+	if (!parse_card_uuids(vuuid, nmem, uuid, err, errlen))
+		return -EINVAL;
+	cfg->uuids = vuuid && *vuuid;
 	if (!parse_compute(cfg, get, nmem, pol, quota, cfg->compute_err,
 			   sizeof(cfg->compute_err)))
 		cfg->compute_invalid = true;
@@ -258,6 +321,7 @@ int gs_config_parse(struct gs_config *cfg, const char *(*get)(const char *),
 		cfg->cards[i].cap = mem[i] * GS_MIB;
 		cfg->cards[i].policy = pol[i];
 		cfg->cards[i].quota = quota[i];
+		memcpy(cfg->cards[i].uuid, uuid[i], GS_UUID_STR_LEN);
 	}
 	cfg->ncards = nmem;
 	sort_cards(cfg);

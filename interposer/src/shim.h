@@ -11,6 +11,7 @@
 
 #include "gpuslice/cuda_api.h"
 #include "gpuslice/nvml.h"
+#include "gpuslice/uuid.h"
 #include "ledger.h"
 #include "log.h"
 
@@ -72,6 +73,7 @@ struct gs_card_config {
 	uint64_t cap;	/* bytes (GPU_CONTAINER_MEM) */
 	int policy;	/* GPU_POLICY, -1 when unset (no-module gate) */
 	unsigned int quota;	/* GPU_CONTAINER_QUOTA_PERCENT, 0 when unset */
+	char uuid[GS_UUID_STR_LEN];	/* GPUSLICE_CARD_UUIDS, "" when unset */
 };
 
 /* Who keeps the memory ledger (GPUSLICE_ENFORCE). */
@@ -86,6 +88,7 @@ struct gs_config {
 	bool invalid;		/* a cap was asked for but is malformed */
 	int ncards;
 	struct gs_card_config cards[GS_MAX_CARDS];
+	bool uuids;		/* GPUSLICE_CARD_UUIDS names every card */
 	uint64_t context_bytes;	/* charged per context (GPUSLICE_CONTEXT_MIB) */
 	enum gs_enforce enforce;
 	char ledger_dir[256];	/* GPUSLICE_LEDGER_DIR */
@@ -213,6 +216,14 @@ bool gs_stream_special(CUstream s);
 void gs_stream_forget(void);
 /* The card behind an NVML device handle. */
 struct gs_card *gs_card_for_nvml(nvmlDevice_t dev);
+/*
+ * Which device is which card (devmap.c): the position in gs_config()->cards
+ * of the card behind CUDA device dev (remembered per ordinal) or NVML
+ * device h, by their UUID; -1 when it is none of the container's cards.
+ */
+int gs_devmap_cuda(CUdevice dev);
+int gs_devmap_nvml(nvmlDevice_t h);
+void gs_devmap_after_fork_child(void);
 /* Context ctx is going away: the gate's fences stop waiting for it. */
 void gs_gate_forget_ctx(CUcontext ctx);
 /* Stream s is going away: the fence no longer records on it. */

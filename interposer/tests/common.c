@@ -161,6 +161,29 @@ void load_nvml(void)
 #undef X
 }
 
+unsigned int nvml_begin(void)
+{
+	unsigned int n = 0;
+
+	load_nvml();
+	if (nv.nvmlInit_v2() != NVML_SUCCESS) {
+		failf("nvmlInit_v2 failed");
+		return 0;
+	}
+	if (nv.nvmlDeviceGetCount_v2(&n) != NVML_SUCCESS)
+		failf("nvmlDeviceGetCount_v2 failed");
+	printf("nvml.count=%u\n", n);
+	return n;
+}
+
+bool nvml_device(unsigned int i, nvmlDevice_t *h)
+{
+	if (nv.nvmlDeviceGetHandleByIndex_v2(i, h) == NVML_SUCCESS)
+		return true;
+	failf("nvmlDeviceGetHandleByIndex_v2(%u) failed", i);
+	return false;
+}
+
 const char *rcname(CUresult rc)
 {
 	static __thread char buf[32];

@@ -101,6 +101,9 @@
 	X(cuEventSynchronize)               \
 	X(cuEventQuery)                     \
 	X(cuEventDestroy_v2)                \
+	/* Device identity (devices.c). */  \
+	X(cuDeviceGetUuid_v2)               \
+	X(cuDeviceGetPCIBusId)              \
 	GSTEST_GRAPH_FUNCS(X)
 
 /* Stream capture, graphs, libraries, the legacy launches (cuda_graph.h). */
@@ -141,7 +144,9 @@
 	X(nvmlDeviceGetCount_v2)         \
 	X(nvmlDeviceGetHandleByIndex_v2) \
 	X(nvmlDeviceGetMemoryInfo)       \
-	X(nvmlDeviceGetMemoryInfo_v2)
+	X(nvmlDeviceGetMemoryInfo_v2)    \
+	X(nvmlDeviceGetUUID)             \
+	X(nvmlDeviceGetPciInfo_v3)
 
 struct cu_api {
 #define X(n) __typeof__(&n) n;
@@ -164,6 +169,13 @@ extern struct nvml_api nv;
 void load_cuda(void);
 /* The same for libnvidia-ml.so.1 and nv. */
 void load_nvml(void);
+/*
+ * load_nvml, nvmlInit_v2 and NVML's device count, printed as nvml.count=;
+ * 0 (and a failed check) when NVML cannot say. nv.nvmlShutdown ends it.
+ */
+unsigned int nvml_begin(void);
+/* NVML's device i, or false (and a failed check). */
+bool nvml_device(unsigned int i, nvmlDevice_t *h);
 /* The handle of libcuda.so.1 (after load_cuda). */
 void *cuda_handle(void);
 
@@ -230,6 +242,7 @@ int cmd_cap(int argc, char **argv);
 int cap_context(int dev);	/* cap context, in context.c */
 int cmd_meminfo(int argc, char **argv);
 int cmd_nvmlinfo(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 int cmd_managed(int argc, char **argv);
 int cmd_alloc(int argc, char **argv);
 int cmd_hold(int argc, char **argv);

@@ -19,6 +19,7 @@ static const struct {
 	{ "pools", cmd_pools, "pools host <create|numa|default|default_numa|current> | managed <create|default|current|set|alloc> | rules: CUDA 13 pools: host memory is never charged, managed memory is refused on every path (alloc: a pool made behind the shim, GSTEST_UNSEEN_POOLS), the simulated driver keeps NVIDIA's documented rules; the device kinds are cap paths pool_default pool_current pool_xdev" },
 	{ "meminfo", cmd_meminfo, "meminfo [device] [bytes]: optionally cuMemAlloc bytes, then print what CUDA and NVML report (key=value)" },
 	{ "nvmlinfo", cmd_nvmlinfo, "nvmlinfo: print NVML's memory view of every device without touching CUDA (key=value)" },
+	{ "devices", cmd_devices, "devices [alloc=<MiB>,...] [launch=<device>] [hold]: each device's identity and memory as CUDA and NVML see it, after allocating on (and launching on) the devices named; see devices.c" },
 	{ "managed", cmd_managed, "managed: cuMemAllocManaged must be CUDA_ERROR_NOT_SUPPORTED, from several threads" },
 	{ "alloc", cmd_alloc, "alloc <bytes> [device]: one cuMemAlloc; exit 0 when it succeeds, 2 when refused with CUDA_ERROR_OUT_OF_MEMORY" },
 	{ "hold", cmd_hold, "hold <bytes> [device]: allocate, print ready, sleep until killed (exit 2 when refused)" },

@@ -12,26 +12,16 @@
 
 static void print_nvml(void)
 {
-	unsigned int n = 0;
+	unsigned int n = nvml_begin();
 
-	load_nvml();
-	if (nv.nvmlInit_v2() != NVML_SUCCESS) {
-		failf("nvmlInit_v2 failed");
-		return;
-	}
-	if (nv.nvmlDeviceGetCount_v2(&n) != NVML_SUCCESS)
-		failf("nvmlDeviceGetCount_v2 failed");
-	printf("nvml.count=%u\n", n);
 	for (unsigned int i = 0; i < n; i++) {
 		nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
 		nvmlDevice_t d;
 		nvmlMemory_t m;
 		nvmlReturn_t r;
 
-		if (nv.nvmlDeviceGetHandleByIndex_v2(i, &d) != NVML_SUCCESS) {
-			failf("nvmlDeviceGetHandleByIndex_v2(%u) failed", i);
+		if (!nvml_device(i, &d))
 			continue;
-		}
 		r = nv.nvmlDeviceGetMemoryInfo(d, &m);
 		printf("nvml.%u.rc=%d\n", i, (int)r);
 		if (r == NVML_SUCCESS)

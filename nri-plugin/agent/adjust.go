@@ -69,13 +69,17 @@ func (a *Agent) env(ctr *api.Container, al state.Allocation) map[string]string {
 		"GPU_POLICY":                  strings.Join(pol, ","),
 		"GPU_CONTAINER_PRIORITY":      strconv.Itoa(al.VGPUs[0].Priority),
 		"GPUSLICE_ENFORCE":            al.Enforce,
-		// The shim maps device ordinals to GPU_IDX in PCI order.
+		// CUDA's ordinals in PCI order, as NVML's and GPU_IDX's: the
+		// shim's rule when it cannot match devices by UUID.
 		"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
 		"LD_PRELOAD":        preload(l.ShimContainer, ctr.GetEnv()),
 	}
 	if len(uuids) == len(al.VGPUs) {
 		// For NVIDIA's container toolkit, where it runs: these cards only.
 		env["NVIDIA_VISIBLE_DEVICES"] = strings.Join(uuids, ",")
+		// For the shim: which device is which card, by UUID, whatever
+		// CUDA_VISIBLE_DEVICES the application sets (GPU_IDX's order).
+		env["GPUSLICE_CARD_UUIDS"] = strings.Join(uuids, ",")
 	}
 	if al.Enforce == EnforceFile {
 		env["GPUSLICE_LEDGER_DIR"] = l.LedgerContainer

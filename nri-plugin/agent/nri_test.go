@@ -15,6 +15,8 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuslice/gpuslice/pkg/gpu"
 )
 
 // runtime is NRI's runtime side in process, with the agent connected to it
@@ -91,7 +93,8 @@ func TestThroughNRI(t *testing.T) {
 		{"cores and priority", map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-cores": "25", "gpuslice.io/gpu-priority": "high", "gpuslice.io/gpu-index": "1"},
 			map[string]string{"GPU_IDX": "1", "GPU_CONTAINER_QUOTA_PERCENT": "25", "GPU_CONTAINER_PRIORITY": "1", "GPU_POLICY": "4"}, nil},
 		{"two cards", map[string]string{"gpuslice.io/gpu-memory": "1Gi,2Gi", "gpuslice.io/gpu-cores": "10", "gpuslice.io/gpu-index": "2,1"},
-			map[string]string{"GPU_IDX": "2,1", "GPU_CONTAINER_MEM": "1024,2048", "GPU_CONTAINER_QUOTA_PERCENT": "10,10"}, nil},
+			map[string]string{"GPU_IDX": "2,1", "GPU_CONTAINER_MEM": "1024,2048", "GPU_CONTAINER_QUOTA_PERCENT": "10,10",
+				"GPUSLICE_CARD_UUIDS": gpu.SimulatedUUID(2) + "," + gpu.SimulatedUUID(1)}, nil},
 		{"mixing modes", map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-index": "1"}, nil, []string{"gpuslice.io/gpu-cores", "isolation mode"}},
 		{"per-container override", map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-memory/container.main": "3Gi"},
 			map[string]string{"GPU_CONTAINER_MEM": "3072"}, nil},

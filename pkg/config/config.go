@@ -151,8 +151,9 @@ type CardConfig struct {
 }
 
 // SimulatedCard is one card of a simulated card set. Index and MemoryMiB are
-// required; Minor defaults to Index, UUID to "GPU-sim-<index>" and Name to
-// SimulatedName.
+// required; Minor defaults to Index, UUID to the simulated driver's UUID of
+// that index (gpu.SimulatedUUID: the shim matches devices to cards by it)
+// and Name to SimulatedName.
 type SimulatedCard struct {
 	Index     *int   `json:"index"`
 	MemoryMiB int    `json:"memoryMiB"`
@@ -221,7 +222,7 @@ func (c *Config) SimulatedGPUCards() []gpu.Card {
 			g.Minor = *s.Minor
 		}
 		if g.UUID == "" {
-			g.UUID = "GPU-sim-" + strconv.Itoa(g.Index)
+			g.UUID = gpu.SimulatedUUID(g.Index)
 		}
 		if g.Name == "" {
 			g.Name = SimulatedName

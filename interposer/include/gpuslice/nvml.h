@@ -47,6 +47,20 @@ typedef struct nvmlMemory_v2_st {
 #define NVML_DEVICE_UUID_BUFFER_SIZE 80
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
 
+/* A device's identity: its UUID, and where it sits on the PCI bus. */
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+
+typedef struct nvmlPciInfo_st {
+	char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+	unsigned int domain;
+	unsigned int bus;
+	unsigned int device;
+	unsigned int pciDeviceId;	/* device id << 16 | vendor id */
+	unsigned int pciSubSystemId;
+	char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
@@ -67,6 +81,10 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device,
 				     nvmlMemory_t *memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
 					nvmlMemory_v2_t *memory);
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid,
+				       nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device,
+				     nvmlPciInfo_t *pci);
 
 #ifdef __cplusplus
 }
