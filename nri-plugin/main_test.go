@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuslice/gpuslice/pkg/config"
-	"github.com/gpuslice/gpuslice/pkg/gpu"
+	"github.com/gpuslice/gpuslice/pkg/simgpu"
 	"github.com/gpuslice/gpuslice/pkg/status"
 )
 
@@ -84,7 +84,7 @@ func TestObservability(t *testing.T) {
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	assert.Contains(t, string(body), `gpu_schedule_policy{card="0",uuid="`+gpu.SimulatedUUID(0)+`"} 2`)
+	assert.Contains(t, string(body), `gpu_schedule_policy{card="0",uuid="`+simgpu.UUID(0)+`"} 2`)
 	assert.Contains(t, string(body), "xgpu_node_vgpus 0")
 	assert.NotContains(t, string(body), "xgpu_device_health", "no NVML: no health, not a made-up one")
 

@@ -261,6 +261,7 @@ int cmd_hostwait(int argc, char **argv);
 int cmd_graphmem(int argc, char **argv);
 int cmd_paths(int argc, char **argv);
 int cmd_procall(int argc, char **argv);
+int cmd_ctxfoot(int argc, char **argv);
 int cmd_wrap(int argc, char **argv);
 int cmd_scope(int argc, char **argv);
 

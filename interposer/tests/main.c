@@ -32,6 +32,7 @@ static const struct {
 	{ "capture", cmd_capture, "capture <graphs> <modes> <replay_seconds> [kernel_us] [launchers] [go]: capture graphs (modes: comma list of global, thread_local, relaxed) while other threads launch, then replay them; prints captures_ok, captures_failed, replays, replay_wall_ns, replay_busy_ns" },
 	{ "hostwait", cmd_hostwait, "hostwait <rounds> <kernel_us>: a host function waits for a thread that launches after the slice's end; prints deadlocks, b_launch_max_ns" },
 	{ "graphmem", cmd_graphmem, "graphmem: graph memory charged at first launch or upload, held to the cap, cached after the graph goes, back at trim" },
+	{ "ctxfoot", cmd_ctxfoot, "ctxfoot [device]: NVML's device memory in use before cuInit, the primary context's footprint and a loaded module's (run without the shim, on an idle card)" },
 	{ "procall", cmd_procall, "procall: every wrapped entry point of the driver's version table comes back from cuGetProcAddress/_v2 as the shim's wrapper" },
 	{ "paths", cmd_paths, "paths <via> <seconds> <kernel_us> <depth> [dev]: launch by one path (kernel launch grid gridasync ctxless otherdev graph graphother); prints launches, wall_ns, busy_ns" },
 	{ "schedinfo", cmd_schedinfo, "schedinfo <file>: the vGPUs of a no-module schedule file (key=value lines)" },

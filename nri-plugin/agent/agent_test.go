@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuslice/gpuslice/pkg/gpu"
 	"github.com/gpuslice/gpuslice/pkg/placement"
+	"github.com/gpuslice/gpuslice/pkg/simgpu"
 	"github.com/gpuslice/gpuslice/pkg/state"
 )
 
@@ -81,7 +81,7 @@ func (n *testNode) restart(t testing.TB) {
 func cards16(n int, policy int) []Card {
 	var out []Card
 	for i := range n {
-		out = append(out, Card{Index: i, UUID: gpu.SimulatedUUID(i), Minor: i, MemoryBytes: 16 * gib,
+		out = append(out, Card{Index: i, UUID: simgpu.UUID(i), Minor: i, MemoryBytes: 16 * gib,
 			Policy: policy, MaxInst: 20})
 	}
 	return out
@@ -149,8 +149,8 @@ func TestAdjustmentFileMode(t *testing.T) {
 		"GPUSLICE_SCHED_DIR": "/run/gpuslice/sched", "GPUSLICE_VGPU": "c1",
 		"GPUSLICE_MAX_INST": "20", "GPUSLICE_SLICE_MS": "5", "GPUSLICE_RECLAIM_MS": "250",
 		"LD_PRELOAD":             "/usr/local/gpuslice/libgpuslice.so:/lib/libimage.so",
-		"NVIDIA_VISIBLE_DEVICES": gpu.SimulatedUUID(0),
-		"GPUSLICE_CARD_UUIDS":    gpu.SimulatedUUID(0),
+		"NVIDIA_VISIBLE_DEVICES": simgpu.UUID(0),
+		"GPUSLICE_CARD_UUIDS":    simgpu.UUID(0),
 	}, e)
 	assert.Equal(t, []string{"/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}, devices(adj))
 	for _, d := range adj.GetLinux().GetDevices() {

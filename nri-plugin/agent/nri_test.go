@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuslice/gpuslice/pkg/gpu"
+	"github.com/gpuslice/gpuslice/pkg/simgpu"
 )
 
 // runtime is NRI's runtime side in process, with the agent connected to it
@@ -94,7 +94,7 @@ func TestThroughNRI(t *testing.T) {
 			map[string]string{"GPU_IDX": "1", "GPU_CONTAINER_QUOTA_PERCENT": "25", "GPU_CONTAINER_PRIORITY": "1", "GPU_POLICY": "4"}, nil},
 		{"two cards", map[string]string{"gpuslice.io/gpu-memory": "1Gi,2Gi", "gpuslice.io/gpu-cores": "10", "gpuslice.io/gpu-index": "2,1"},
 			map[string]string{"GPU_IDX": "2,1", "GPU_CONTAINER_MEM": "1024,2048", "GPU_CONTAINER_QUOTA_PERCENT": "10,10",
-				"GPUSLICE_CARD_UUIDS": gpu.SimulatedUUID(2) + "," + gpu.SimulatedUUID(1)}, nil},
+				"GPUSLICE_CARD_UUIDS": simgpu.UUID(2) + "," + simgpu.UUID(1)}, nil},
 		{"mixing modes", map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-index": "1"}, nil, []string{"gpuslice.io/gpu-cores", "isolation mode"}},
 		{"per-container override", map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-memory/container.main": "3Gi"},
 			map[string]string{"GPU_CONTAINER_MEM": "3072"}, nil},

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/gpuslice/gpuslice/pkg/gpu"
+	"github.com/gpuslice/gpuslice/pkg/simgpu"
 )
 
 // DefaultPath is the configuration file read when none is named. It may be
@@ -152,7 +153,7 @@ type CardConfig struct {
 
 // SimulatedCard is one card of a simulated card set. Index and MemoryMiB are
 // required; Minor defaults to Index, UUID to the simulated driver's UUID of
-// that index (gpu.SimulatedUUID: the shim matches devices to cards by it)
+// that index (simgpu.UUID: the shim matches devices to cards by it)
 // and Name to SimulatedName.
 type SimulatedCard struct {
 	Index     *int   `json:"index"`
@@ -222,7 +223,7 @@ func (c *Config) SimulatedGPUCards() []gpu.Card {
 			g.Minor = *s.Minor
 		}
 		if g.UUID == "" {
-			g.UUID = gpu.SimulatedUUID(g.Index)
+			g.UUID = simgpu.UUID(g.Index)
 		}
 		if g.Name == "" {
 			g.Name = SimulatedName

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuslice/gpuslice/pkg/gpu"
+	"github.com/gpuslice/gpuslice/pkg/simgpu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -66,7 +67,7 @@ func TestSimulatedGPUCards(t *testing.T) {
 	}
 	require.NoError(t, c.Validate())
 	assert.Equal(t, []gpu.Card{
-		{Index: 0, UUID: gpu.SimulatedUUID(0), Name: SimulatedName, MemoryBytes: 16 << 30, Minor: 0},
+		{Index: 0, UUID: simgpu.UUID(0), Name: SimulatedName, MemoryBytes: 16 << 30, Minor: 0},
 		{Index: 1, UUID: "GPU-x", Name: "Sim X", MemoryBytes: 8 << 30, Minor: 5},
 	}, c.SimulatedGPUCards())
 }
@@ -194,8 +195,8 @@ func TestValidate(t *testing.T) {
 			c.SimulatedCards = []SimulatedCard{{Index: ptr(0), MemoryMiB: 1}, {Index: ptr(1), MemoryMiB: 1, Minor: ptr(0)}}
 		}, "simulatedCards[1].minor: 0 is also simulatedCards[0]'s (the minor defaults to the index): two cards cannot share /dev/nvidia0"},
 		{"simulated uuid duplicate", func(c *Config) {
-			c.SimulatedCards = []SimulatedCard{{Index: ptr(0), MemoryMiB: 1}, {Index: ptr(1), MemoryMiB: 1, UUID: gpu.SimulatedUUID(0)}}
-		}, `simulatedCards[1].uuid: "` + gpu.SimulatedUUID(0) + `" is also simulatedCards[0]'s: UUIDs must be unique`},
+			c.SimulatedCards = []SimulatedCard{{Index: ptr(0), MemoryMiB: 1}, {Index: ptr(1), MemoryMiB: 1, UUID: simgpu.UUID(0)}}
+		}, `simulatedCards[1].uuid: "` + simgpu.UUID(0) + `" is also simulatedCards[0]'s: UUIDs must be unique`},
 		{"every problem, one per line", func(c *Config) { c.Policy, c.SliceMs, c.Placement = 8, 0, "x" },
 			"policy: 8 is out of range 0-6\nsliceMs: 0 is out of range 1-100\nplacement: \"x\" is not one of binpack, spread"},
 	} {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuslice/gpuslice/pkg/gpu"
+	"github.com/gpuslice/gpuslice/pkg/simgpu"
 )
 
 // resolve binds the flags to a fresh FlagSet, parses args and resolves.
@@ -250,5 +250,5 @@ func TestSimulateDiscoverer(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cards, 2)
 	assert.Equal(t, 7, cards[1].Minor)
-	assert.Equal(t, gpu.SimulatedUUID(1), cards[1].UUID, "the simulated driver's")
+	assert.Equal(t, simgpu.UUID(1), cards[1].UUID, "the simulated driver's")
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpuslice/gpuslice/internal/testenv"
+	"github.com/gpuslice/gpuslice/pkg/simgpu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -83,7 +84,7 @@ func TestNVMLSimulatedLibrary(t *testing.T) {
 			assert.Equal(t, i, c.Minor)
 			assert.Equal(t, "gpuslice test card", c.Name)
 			assert.Regexp(t, `^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, c.UUID)
-			assert.Equal(t, SimulatedUUID(i), c.UUID, "the simulated card set's UUID of card %d", i)
+			assert.Equal(t, simgpu.UUID(i), c.UUID, "the simulated card set's UUID of card %d", i)
 		}
 		assert.Equal(t, uint64(4096)<<20, cards[0].MemoryBytes)
 		assert.Equal(t, uint64(8192)<<20, cards[1].MemoryBytes)

@@ -9,113 +9,13 @@
  */
 #include "gstest.h"
 
+#include "gs_gstest.h"
+
 #define P "shim"
 #define CAP (64ULL << 20)	/* the kernel's cap */
-#define ENV_CAP "1024"		/* what the environment claims, MiB */
 #define CTX (4ULL << 20)	/* GPUSLICE_CONTEXT_MIB = SIMCUDA_CONTEXT_MIB */
 
 static int vid;
-
-struct cmd {
-	const char *cg;		/* cgroup to run in */
-	const char *argv[6];	/* gstest's arguments */
-	const char *enforce;	/* GPUSLICE_ENFORCE, NULL: unset (auto) */
-	char out[16384];	/* stdout and stderr */
-	int status;
-};
-
-static void exec_gstest(const struct cmd *c)
-{
-	char enforce[64];
-	const char *argv[8] = { "/shim/bin/gstest" };
-	const char *envp[] = {
-		"PATH=/bin:/sbin", "LD_PRELOAD=/shim/lib/libgpuslice.so",
-		"LD_LIBRARY_PATH=/shim/lib", "GPU_IDX=0",
-		"GPU_CONTAINER_MEM=" ENV_CAP, "GPUSLICE_CONTEXT_MIB=4",
-		"GPUSLICE_LOG_LEVEL=info", "SIMCUDA_CONTEXT_MIB=4",
-		"SIMCUDA_STATE=/tmp/shim-sim.state", "SIMCUDA_MEM_MIB=2048",
-		enforce, NULL,
-	};
-
-	snprintf(enforce, sizeof(enforce), "GPUSLICE_ENFORCE=%s",
-		 c->enforce ? c->enforce : "auto");
-	for (int i = 0; i < 6 && c->argv[i]; i++)
-		argv[i + 1] = c->argv[i];
-	if (gs_cg_enter(c->cg) < 0)
-		_exit(120);
-	execve(argv[0], (char **)argv, (char **)envp);
-	_exit(121);
-}
-
-/* Starts gstest; *out reads its output, *in is its stdin. */
-static pid_t start(const struct cmd *c, int *out, int *in)
-{
-	int po[2], pi[2];
-	pid_t pid;
-
-	if (pipe(po) < 0 || pipe(pi) < 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		dup2(pi[0], 0);
-		dup2(po[1], 1);
-		dup2(po[1], 2);
-		close(po[0]);
-		close(pi[1]);
-		exec_gstest(c);
-	}
-	close(po[1]);
-	close(pi[0]);
-	*out = po[0];
-	*in = pi[1];
-	return pid;
-}
-
-/* Reads from fd into c->out until EOF or until it holds want. */
-static int read_until(int fd, struct cmd *c, const char *want)
-{
-	size_t n = strlen(c->out);
-	ssize_t r;
-
-	while (n + 1 < sizeof(c->out)) {
-		if (want && strstr(c->out, want))
-			return 0;
-		r = read(fd, c->out + n, sizeof(c->out) - 1 - n);
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-		c->out[n] = 0;
-	}
-	return want && !strstr(c->out, want) ? -1 : 0;
-}
-
-/* Runs gstest to its end: its exit code, or -1. */
-static int run(struct cmd *c)
-{
-	int out, in, st;
-	pid_t pid = start(c, &out, &in);
-
-	if (pid < 0)
-		return -1;
-	close(in);
-	read_until(out, c, NULL);
-	close(out);
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st))
-		return -1;
-	c->status = WEXITSTATUS(st);
-	return c->status;
-}
-
-/* The value of "key=" in gstest's key=value output, or ~0. */
-static uint64_t kv(const struct cmd *c, const char *key)
-{
-	char k[64];
-	const char *p;
-
-	snprintf(k, sizeof(k), "\n%s=", key);
-	p = strstr(c->out, k);
-	return p ? strtoull(p + strlen(k), NULL, 10) : ~0ULL;
-}
 
 static int vgpu_usage(uint64_t *used, uint32_t *nprocs)
 {
@@ -130,11 +30,11 @@ static int vgpu_usage(uint64_t *used, uint32_t *nprocs)
 
 static int t_kernel_cap_wins(void)
 {
-	struct cmd c = { .cg = "gsshim", .argv = { "meminfo" } };
+	struct gs_cmd c = { .cg = "gsshim", .argv = { "meminfo" } };
 
-	T(run(&c) == 0, "gstest meminfo: status %d:\n%s", c.status, c.out);
-	TEQ(kv(&c, "device.0.total"), CAP);
-	TEQ(kv(&c, "cuda.total"), CAP);
+	T(gs_gstest_run(&c) == 0, "gstest meminfo: status %d:\n%s", c.status, c.out);
+	TEQ(gs_gstest_kv(&c, "device.0.total"), CAP);
+	TEQ(gs_gstest_kv(&c, "cuda.total"), CAP);
 	T(strstr(c.out, "cap of 64 MiB applies"),
 	  "no line saying the kernel's cap applies:\n%s", c.out);
 	return 0;
@@ -145,10 +45,10 @@ static int t_cap_exact(void)
 	static const char *const paths[] = { "alloc", "async", "vmm" };
 
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-		struct cmd c = { .cg = "gsshim", .argv = { "cap", paths[i] },
+		struct gs_cmd c = { .cg = "gsshim", .argv = { "cap", paths[i] },
 				 .enforce = "module" };
 
-		T(run(&c) == 0, "gstest cap %s: status %d:\n%s", paths[i],
+		T(gs_gstest_run(&c) == 0, "gstest cap %s: status %d:\n%s", paths[i],
 		  c.status, c.out);
 	}
 	return 0;
@@ -156,26 +56,26 @@ static int t_cap_exact(void)
 
 static int t_fork(void)
 {
-	struct cmd c = { .cg = "gsshim", .argv = { "fork" } };
+	struct gs_cmd c = { .cg = "gsshim", .argv = { "fork" } };
 
-	T(run(&c) == 0, "gstest fork: status %d:\n%s", c.status, c.out);
+	T(gs_gstest_run(&c) == 0, "gstest fork: status %d:\n%s", c.status, c.out);
 	return 0;
 }
 
 /* A holder's bytes are the kernel's; a neighbour is held to what is left. */
 static int t_shared_cap_and_sigkill(void)
 {
-	struct cmd h = { .cg = "gsshim", .argv = { "hold", "40M" } };
-	struct cmd n = { .cg = "gsshim", .argv = { "alloc", "24M" } };
-	struct cmd n2 = { .cg = "gsshim", .argv = { "alloc", "16M" } };
+	struct gs_cmd h = { .cg = "gsshim", .argv = { "hold", "40M" } };
+	struct gs_cmd n = { .cg = "gsshim", .argv = { "alloc", "24M" } };
+	struct gs_cmd n2 = { .cg = "gsshim", .argv = { "alloc", "16M" } };
 	uint64_t used = 0;
 	uint32_t nprocs = 0;
 	int out, in, st;
 	pid_t pid;
 
-	pid = start(&h, &out, &in);
+	pid = gs_gstest_start(&h, &out, &in);
 	T(pid > 0, "fork");
-	if (read_until(out, &h, "ready") < 0) {
+	if (gs_gstest_read_until(out, &h, "ready") < 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		T(0, "gstest hold 40M never got ready:\n%s", h.out);
@@ -184,9 +84,9 @@ static int t_shared_cap_and_sigkill(void)
 	TEQ(used, (40ULL << 20) + CTX);
 	TEQ(nprocs, 1);
 	/* 44 MiB held: 24 + 4 more do not fit in 64, 16 + 4 do. */
-	T(run(&n) == 2, "gstest alloc 24M next to 44 MiB: status %d:\n%s",
+	T(gs_gstest_run(&n) == 2, "gstest alloc 24M next to 44 MiB: status %d:\n%s",
 	  n.status, n.out);
-	T(run(&n2) == 0, "gstest alloc 16M next to 44 MiB: status %d:\n%s",
+	T(gs_gstest_run(&n2) == 0, "gstest alloc 16M next to 44 MiB: status %d:\n%s",
 	  n2.status, n2.out);
 	TOK(kill(pid, SIGKILL));
 	TOK(waitpid(pid, &st, 0));
@@ -201,9 +101,9 @@ static int t_shared_cap_and_sigkill(void)
 
 static int t_no_vgpu_refused(void)
 {
-	struct cmd c = { .cg = "gsshimnone", .argv = { "alloc", "1M" } };
+	struct gs_cmd c = { .cg = "gsshimnone", .argv = { "alloc", "1M" } };
 
-	T(run(&c) == 2, "gstest alloc outside any vGPU: status %d:\n%s",
+	T(gs_gstest_run(&c) == 2, "gstest alloc outside any vGPU: status %d:\n%s",
 	  c.status, c.out);
 	T(strstr(c.out, "has no vGPU on card 0"),
 	  "no line naming the missing vGPU:\n%s", c.out);
