@@ -50,8 +50,9 @@
  * of the stream it launches on); what changes, changes under the card's
  * lock, taken once per slice and on the slow path.
  *
- * This file launches, fences and keeps the launch budget; gate_resolve.c
- * decides which cards are gated, gate_kmod.c makes the module's calls.
+ * This file launches and takes the slow path; gate_fence.c fences,
+ * gate_budget.c keeps the launch budget, gate_resolve.c decides which
+ * cards are gated, gate_kmod.c makes the module's calls.
  */
 #include <errno.h>
 #include <signal.h>
@@ -67,10 +68,6 @@
 #define GS_FENCE_WAITED_NS 100000ULL
 /* Refusals of one card logged at most once a second. */
 #define GS_REFUSAL_LOG_NS 1000000000ULL
-/* A budget this large admits anything: the limit is lifted. */
-#define GS_BUDGET_MAX 1024U
-/* A process's first slices admit this many launches (doubling). */
-#define GS_BUDGET_START 4U
 /* The gated cards, for the fork handler. */
 static struct gs_gate_card *gated[GS_MAX_CARDS];
 static int ngated;
@@ -314,63 +311,6 @@ void gs_gate_before_capture(CUstream s, bool ptsz)
 }
 
 /*
- * Admission. The drain charges what a slice's work runs past its end, at
- * most 100 ms of it; a process that queues far more than a slice can run
- * (20 ms kernels, 64 in flight) would still take its neighbours' time.
- * So a slice admits a budget of launches: when the last fence found work
- * running more than two slices past the slice's end, the budget is the
- * launches of that slice scaled to what one slice runs, but at most
- * halved at a time (a fence made late by a busy CPU must not throttle a
- * tenant whose kernels are short) and at least one; while fences find
- * less, it doubles, and past GS_BUDGET_MAX it is lifted.
- * A process starts at GS_BUDGET_START, so that its first slice cannot
- * queue seconds of work before any fence has measured it (lifted after
- * eight slices of short work). Kernel lengths are not known to the gate;
- * the fence measures them.
- */
-static void budget_update(struct gs_gate_card *g, uint32_t n, uint64_t spill)
-{
-	uint64_t slice = g->page ? __atomic_load_n(&g->page->slice_ns,
-						   __ATOMIC_RELAXED) : 0;
-	uint32_t b = __atomic_load_n(&g->budget, __ATOMIC_RELAXED);
-
-	if (!slice || !n)
-		return;
-	if (spill > 2 * slice) {
-		uint64_t fit = (uint64_t)n * slice / (slice + spill);
-
-		/* At most halved at a time: one late fence is no verdict. */
-		b = fit > n / 2 ? (uint32_t)fit : n / 2;
-		b = b ? b : 1;
-	} else if (b) {
-		b = b >= GS_BUDGET_MAX / 2 ? 0 : b * 2;
-	}
-	__atomic_store_n(&g->budget, b, __ATOMIC_RELAXED);
-}
-
-/*
- * One launch more in the slice; false when it is over the budget. A plain
- * load and store, not a locked add: threads launching at the same moment
- * may count one launch for two, which the budget, an estimate, tolerates,
- * and the fast path stays free of bus locks.
- */
-static inline bool within_budget(struct gs_gate_card *g)
-{
-	uint32_t n = __atomic_load_n(&g->nlaunch, __ATOMIC_RELAXED) + 1;
-	uint32_t b = __atomic_load_n(&g->budget, __ATOMIC_RELAXED);
-
-	__atomic_store_n(&g->nlaunch, n, __ATOMIC_RELAXED);
-	return !b || n <= b;
-}
-
-static bool over_budget(const struct gs_gate_card *g)
-{
-	uint32_t b = __atomic_load_n(&g->budget, __ATOMIC_RELAXED);
-
-	return b && __atomic_load_n(&g->nlaunch, __ATOMIC_RELAXED) > b;
-}
-
-/*
  * The slice is over: fence the queued work, report it and declare the
  * queue empty. The card's lock held, dropped while the fence waits (a
  * thread that comes to the slow path meanwhile waits for the fence's
@@ -398,7 +338,7 @@ static void fence_and_release_locked(struct gs_gate_card *g)
 		if (stop > first)
 			busy += stop - first;
 	}
-	budget_update(g, n, t1 - t0 >= GS_FENCE_WAITED_NS && t1 > seen ?
+	gs_budget_update(g, n, t1 - t0 >= GS_FENCE_WAITED_NS && t1 > seen ?
 			    t1 - seen : 0);
 	/* The card waits for this (the drain) before passing on. */
 	if (g->sf)
@@ -522,7 +462,7 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
 	 * came back to us while the fencer held the lock: held either way.
 	 * Over the budget: not in this slice.
 	 */
-	if (over_budget(g))
+	if (gs_over_budget(g))
 		wait_out_slice_locked(g);
 	else if (read_slice(g, &owner, &end) &&
 		 may_run(g, owner, end, now = now_ns())) {
@@ -586,7 +526,7 @@ CUresult gs_gate_launch(const char *what, CUstream s, bool ptsz)
 				    end,
 			    1)) {
 			gs_fence_note(g, ctx, s);
-			if (__builtin_expect(within_budget(g), 1))
+			if (__builtin_expect(gs_within_budget(g), 1))
 				return CUDA_SUCCESS;
 		} else {
 			return slice_begins(g, end, now, ctx, s);

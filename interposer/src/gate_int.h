@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internals shared by the compute gate's files: gate.c (launching,
- * fencing, the launch budget), gate_resolve.c (which cards are gated)
+ * Internals shared by the compute gate's files: gate.c (launching and
+ * the slow path), gate_fence.c (the fence), gate_budget.c (the launch
+ * budget), gate_resolve.c (which cards are gated)
  * and gate_kmod.c (the module's calls).
  */
 #ifndef GPUSLICE_GATE_INT_H
@@ -17,6 +18,34 @@
  * in a forked child.
  */
 void gs_gate_track(struct gs_gate_card *g);
+
+/* The launch budget (gate_budget.c): a process's first slices admit
+ * GS_BUDGET_START launches, doubling; past GS_BUDGET_MAX it is lifted. */
+#define GS_BUDGET_MAX 1024U
+#define GS_BUDGET_START 4U
+/* The budget after a fence saw n launches run spill ns past the slice. */
+void gs_budget_update(struct gs_gate_card *g, uint32_t n, uint64_t spill);
+/*
+ * One launch more in the slice; false when it is over the budget. A plain
+ * load and store, not a locked add: threads launching at the same moment
+ * may count one launch for two, which the budget, an estimate, tolerates,
+ * and the fast path stays free of bus locks.
+ */
+static inline bool gs_within_budget(struct gs_gate_card *g)
+{
+	uint32_t n = __atomic_load_n(&g->nlaunch, __ATOMIC_RELAXED) + 1;
+	uint32_t b = __atomic_load_n(&g->budget, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&g->nlaunch, n, __ATOMIC_RELAXED);
+	return !b || n <= b;
+}
+
+static inline bool gs_over_budget(const struct gs_gate_card *g)
+{
+	uint32_t b = __atomic_load_n(&g->budget, __ATOMIC_RELAXED);
+
+	return b && __atomic_load_n(&g->nlaunch, __ATOMIC_RELAXED) > b;
+}
 
 /* gate_fence.c: the streams launched in, and the fence over them. */
 void gs_fence_note(struct gs_gate_card *g, CUcontext ctx, CUstream s);
