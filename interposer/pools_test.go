@@ -195,7 +195,7 @@ func TestPoolCUDA12Fallback(t *testing.T) {
 		t.Parallel()
 		m := newMachine(t, "SIMCUDA_DRIVER_VERSION", "12080", "SIMCUDA_DEVICES", "2",
 			"GPU_IDX", "0,1", "GPU_CONTAINER_MEM", "1024,2048")
-		m.ok("edge", "crossdev", "2048M")
+		m.ok("edge", "crossdev", "1792M")
 	})
 	t.Run("managed", func(t *testing.T) {
 		t.Parallel()

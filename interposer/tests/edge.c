@@ -29,8 +29,10 @@
  *                    handle, reused by the driver for the next one, must not
  *                    take that one's allocations with it (statistical: 2 s).
  *  crossdev <bytes>  with the context on device 0, memory of device 1 (VMM,
- *                    device 1's default pool) is charged to device 1's card,
- *                    whose vGPU has bytes free: exactly that fits.
+ *                    device 1's default pool, cuMemAllocAsync on a stream of
+ *                    device 1's context: its device's current pool) is
+ *                    charged to device 1's card, whose vGPU has bytes free:
+ *                    exactly that fits.
  */
 #include <pthread.h>
 #include <string.h>
@@ -372,52 +374,82 @@ static int ctxreuse(void)
 }
 
 /* Fills device 1's vGPU through one path while device 0's is untouched. */
-static void crossdev_fill(uint64_t bytes, bool pool, size_t f0)
+enum crossdev_kind { XD_VMM, XD_POOL, XD_STREAM };
+
+/* One allocation on device 1 by kind k: 0 or the driver's error. */
+static CUresult crossdev_alloc(enum crossdev_kind k, uint64_t bytes,
+			       CUstream s1, CUdeviceptr *d,
+			       CUmemGenericAllocationHandle *h)
 {
 	CUmemAllocationProp prop = {
 		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
 		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 1 },
 	};
-	const char *what = pool ? "edge crossdev (pool)" : "edge crossdev (vmm)";
-	size_t g = vmm_granularity(1);
-	CUmemGenericAllocationHandle h, h2;
 	CUmemoryPool p1;
+
+	switch (k) {
+	case XD_VMM:
+		return cu.cuMemCreate(h, bytes, &prop, 0);
+	case XD_POOL:
+		if (!CHECK(cu.cuDeviceGetDefaultMemPool(&p1, 1)))
+			return CUDA_ERROR_UNKNOWN;
+		return cu.cuMemAllocFromPoolAsync(d, bytes, p1, NULL);
+	case XD_STREAM:
+		return cu.cuMemAllocAsync(d, bytes, s1);
+	}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+static void crossdev_fill(uint64_t bytes, enum crossdev_kind k, CUstream s1,
+			  size_t f0)
+{
+	static const char *const whats[] = { "edge crossdev (vmm)",
+					     "edge crossdev (pool)",
+					     "edge crossdev (stream)" };
+	const char *what = whats[k];
+	CUmemGenericAllocationHandle h, h2;
 	CUdeviceptr d, d2;
 	CUresult rc;
 
-	if (pool) {
-		CHECK(cu.cuDeviceGetDefaultMemPool(&p1, 1));
-		rc = cu.cuMemAllocFromPoolAsync(&d, bytes, p1, NULL);
-	} else {
-		rc = cu.cuMemCreate(&h, bytes, &prop, 0);
-	}
+	rc = crossdev_alloc(k, bytes, s1, &d, &h);
 	if (!EXPECT(rc, CUDA_SUCCESS))
 		return;
 	expect_free(f0, what);
-	rc = pool ? cu.cuMemAllocFromPoolAsync(&d2, 1, p1, NULL)
-		  : cu.cuMemCreate(&h2, g, &prop, 0);
+	rc = crossdev_alloc(k, k == XD_VMM ? vmm_granularity(1) : 1, s1, &d2,
+			    &h2);
 	if (rc != CUDA_ERROR_OUT_OF_MEMORY)
 		failf("%s: one more allocation on device 1 returned %d, want CUDA_ERROR_OUT_OF_MEMORY",
 		      what, (int)rc);
-	if (pool) {
-		CHECK(cu.cuMemFreeAsync(d, NULL));
-		CHECK(cu.cuCtxSynchronize());
-	} else {
+	if (k == XD_VMM) {
 		CHECK(cu.cuMemRelease(h));
+	} else {
+		CHECK(cu.cuMemFreeAsync(d, k == XD_STREAM ? s1 : NULL));
+		CHECK(cu.cuCtxSynchronize());
+		if (k == XD_STREAM)
+			CHECK(cu.cuStreamSynchronize(s1));
 	}
 }
 
 static int crossdev(uint64_t bytes)
 {
+	CUcontext c0;
+	CUstream s1;
 	size_t f0;
 
-	open_primary(0);
+	open_primary(1);
+	if (!CHECK(cu.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING)))
+		return finish("edge crossdev");
+	c0 = open_primary(0);
+	CHECK(cu.cuCtxSetCurrent(c0));
 	f0 = mem_free();
 	for (int round = 0; round < 2; round++) {
-		crossdev_fill(bytes, false, f0);
-		crossdev_fill(bytes, true, f0);
+		crossdev_fill(bytes, XD_VMM, s1, f0);
+		crossdev_fill(bytes, XD_POOL, s1, f0);
+		crossdev_fill(bytes, XD_STREAM, s1, f0);
 	}
+	cu.cuStreamDestroy_v2(s1);
 	close_primary(0);
+	close_primary(1);
 	return finish("edge crossdev");
 }
 
