@@ -83,7 +83,10 @@ static CUresult launch_target(const struct launch *l, struct sim_func **f,
 			return CUDA_ERROR_INVALID_HANDLE;
 		*ctx = st->ctx;
 	}
-	return *ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	if (!*ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	/* Lazy loading: the library comes into the context now. */
+	return sim_kernel_load(*f, *ctx);
 }
 
 static CUresult launch(const struct launch *l)

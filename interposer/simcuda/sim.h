@@ -243,6 +243,13 @@ void sim_event_free(struct sim_entry *e);
 
 /* module.c */
 void sim_module_free(struct sim_entry *e);
+/* A library kernel's copy of its library in c (a lazy load); entered. */
+CUresult sim_kernel_load(struct sim_func *k, struct sim_ctx *c);
+void sim_libraries_drop_ctx(struct sim_ctx *c);
+
+/* module_mem.c: one copy's device bytes; an image file, NUL-terminated. */
+uint64_t sim_image_bytes(const char *text, uint64_t len);
+CUresult sim_read_image(const char *path, char **text, uint64_t *len);
 
 /*
  * capture.c: stream capture. Called entered (sim.lock held).
