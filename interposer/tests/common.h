@@ -95,7 +95,16 @@
 	X(cuEventRecord_ptsz)               \
 	X(cuEventSynchronize)               \
 	X(cuEventQuery)                     \
-	X(cuEventDestroy_v2)
+	X(cuEventDestroy_v2)                \
+	/* Loading images (module.c). */   \
+	X(cuModuleLoad)                     \
+	X(cuModuleLoadDataEx)               \
+	X(cuModuleLoadFatBinary)            \
+	X(cuLibraryLoadData)                \
+	X(cuLibraryLoadFromFile)            \
+	X(cuLibraryUnload)                  \
+	X(cuLibraryGetKernel)               \
+	X(cuKernelGetFunction)
 
 #define GSTEST_NVML_FUNCS(X)             \
 	X(nvmlInit_v2)                   \
@@ -203,5 +212,7 @@ int cmd_schedinfo(int argc, char **argv);
 int cmd_edge(int argc, char **argv);
 int cmd_limit(int argc, char **argv);
 int cmd_tenant(int argc, char **argv);
+int cmd_module(int argc, char **argv);
+int cmd_unseen(int argc, char **argv);
 
 #endif /* GSTEST_COMMON_H */
