@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "4714c1b6f7fb97412c8b78454e5e159b6abec8fc96a867cc0c3100b7d8aa353f"
+const cSourcesHash = "9735cc7b1873f8c18a3e36a45e5444bb18904d0b7e67768334a85f9fe4270df8"

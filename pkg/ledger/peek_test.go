@@ -15,8 +15,8 @@ import (
 
 // Peek's constants are the C header's.
 func TestPeekLayout(t *testing.T) {
-	want := [12]uint64{peekVersion, peekHeaderSize, peekSlotSize, peekFileSize, peekSlotUsed,
-		offVersion, offNSlots, offSize, offCap, offUsed, offSlotSt, offSlotB}
+	want := [13]uint64{peekVersion, peekHeaderSize, peekSlotSize, peekFileSize, peekSlotUsed,
+		offVersion, offNSlots, offSize, offCap, offUsed, offSlotSt, offSlotB, offUnseen}
 	assert.Equal(t, want, cLayout())
 }
 
