@@ -121,8 +121,20 @@ func TestObserveEndToEnd(t *testing.T) {
 // preloaded and the simulated driver found.
 func (rt *runtime) createNamed(t *testing.T, id, name string, ann map[string]string, n *testNode, sim map[string]string) []string {
 	t.Helper()
+	return rt.createIn(t, id, name, "", ann, n, sim)
+}
+
+// createIn is createNamed for a container whose cgroupsPath the runtime
+// names ("" none).
+func (rt *runtime) createIn(t *testing.T, id, name, cgroupsPath string, ann map[string]string, n *testNode,
+	sim map[string]string) []string {
+	t.Helper()
+	c := &api.Container{Id: id, Name: name, PodSandboxId: "pod1"}
+	if cgroupsPath != "" {
+		c.Linux = &api.LinuxContainer{CgroupsPath: cgroupsPath}
+	}
 	resp, err := rt.r.CreateContainer(context.Background(), &adaptation.CreateContainerRequest{
-		Pod: pod(ann), Container: &api.Container{Id: id, Name: name, PodSandboxId: "pod1"}})
+		Pod: pod(ann), Container: c})
 	require.NoError(t, err)
 	e := env(resp.GetAdjust())
 	require.Equal(t, "file", e["GPUSLICE_ENFORCE"])
