@@ -113,6 +113,9 @@ static CUresult launch(const struct launch *l)
 			rc = sim_capture_kernel(st, duration(l, f));
 		return sim_leave_rc(rc);
 	}
+	rc = sim_stack_grow(st->ctx, f->stack);
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
 	op = sim_op_new(OP_KERNEL);
 	if (!op)
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);

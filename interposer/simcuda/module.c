@@ -200,14 +200,22 @@ void sim_libraries_drop_ctx(struct sim_ctx *c)
 	}
 }
 
+/* Entries and, from each one's body up to the next, its stack frame. */
 static CUresult parse(struct sim_module *m, const char *text)
 {
-	const char *pos = text, *name = NULL;
+	const char *pos = text, *name = NULL, *body = NULL;
 	size_t len;
 
-	while ((len = next_entry(text, &pos, &name)) != 0)
+	while ((len = next_entry(text, &pos, &name)) != 0) {
+		if (body)
+			m->funcs[m->nfunc - 1]->stack = sim_local_bytes(body, name);
 		if (add_func(m, name, len))
 			return CUDA_ERROR_OUT_OF_MEMORY;
+		body = pos;
+	}
+	if (body)
+		m->funcs[m->nfunc - 1]->stack =
+			sim_local_bytes(body, body + strlen(body));
 	return m->nfunc ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
 }
 
@@ -450,6 +458,7 @@ SIM_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 		f = func_new(k->mod, k->name, strlen(k->name), SH_FUNC);
 		if (!f)
 			return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
+		f->stack = k->stack;
 		f->ctx = c;
 		f->per_ctx = k->per_ctx;
 		k->per_ctx = f;

@@ -8,7 +8,8 @@
  * image's bytes (its code and initialised data), plus the bytes of the
  * variables its PTX defines in the .global state space (a zero-initialised
  * global is not in the image, and takes its size all the same), with no
- * granularity.
+ * granularity. A kernel's stack frame is what its body declares in the
+ * .local state space (nvcc's __local_depot), per thread.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -122,17 +123,19 @@ static uint64_t statement_bytes(const char *p, const char *end)
 }
 
 /*
- * The bytes of the variables text defines in the .global state space:
- * every ".global" that begins a declaration (not the ".global" of an
- * instruction such as ld.global), unless the declaration is .extern.
+ * The bytes of the variables [text, stop) declares in state space (".global",
+ * ".local"): every space that begins a declaration (not the ".global" of
+ * an instruction such as ld.global), unless the declaration is .extern.
  */
-static uint64_t ptx_globals(const char *text)
+static uint64_t space_bytes(const char *text, const char *stop,
+			    const char *space)
 {
+	size_t n = strlen(space);
 	const char *p = text, *line, *end;
 	uint64_t sum = 0;
 
-	while ((p = strstr(p, ".global")) != NULL) {
-		const char *after = p + 7;
+	while (p < stop && (p = memmem(p, (size_t)(stop - p), space, n))) {
+		const char *after = p + n;
 
 		if ((p != text && !isspace((unsigned char)p[-1])) ||
 		    !isspace((unsigned char)*after)) {
@@ -140,10 +143,11 @@ static uint64_t ptx_globals(const char *text)
 			continue;
 		}
 		end = strchr(after, ';');
-		if (!end)
+		if (!end || end > stop)
 			break;
 		for (line = p; line > text && line[-1] != '\n' &&
-		     line[-1] != ';' && line[-1] != '}'; line--)
+		     line[-1] != ';' && line[-1] != '{' && line[-1] != '}';
+		     line--)
 			;
 		if (!memmem(line, (size_t)(p - line), ".extern", 7))
 			sum = add_sat(sum, statement_bytes(after, end));
@@ -152,9 +156,14 @@ static uint64_t ptx_globals(const char *text)
 	return sum;
 }
 
+uint64_t sim_local_bytes(const char *body, const char *end)
+{
+	return space_bytes(body, end, ".local");
+}
+
 uint64_t sim_image_bytes(const char *text, uint64_t len)
 {
-	return add_sat(len, ptx_globals(text));
+	return add_sat(len, space_bytes(text, text + strlen(text), ".global"));
 }
 
 CUresult sim_read_image(const char *path, char **text, uint64_t *len)

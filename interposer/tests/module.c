@@ -18,11 +18,14 @@
  *     load fails with the driver's CUDA_ERROR_INVALID_IMAGE, not refused.
  * procaddr takes the loaders from cuGetProcAddress instead of dlsym.
  *
- * gstest unseen <global-bytes>: loads a module whose PTX defines a .global
- * array of global-bytes (the driver takes them, the shim cannot see them),
- * prints ready, then for each line N of stdin tries cuMemAlloc(N) and
- * prints "alloc N rc=<name> free=<cuMemGetInfo free>" (freeing it again),
- * until stdin closes.
+ * gstest unseen <global-bytes> [stack-bytes]: loads a module whose PTX
+ * defines a .global array of global-bytes (the driver takes them, the shim
+ * cannot see them); with stack-bytes, launches once a kernel whose .local
+ * frame is that large, for which the driver grows CU_LIMIT_STACK_SIZE (and
+ * takes its memory, unseen too), and prints stack_bytes=, what the grown
+ * limit takes by the driver's own figures. Then prints ready, and for each
+ * line N of stdin tries cuMemAlloc(N) and prints "alloc N rc=<name>
+ * free=<cuMemGetInfo free>" (freeing it again), until stdin closes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -282,25 +285,62 @@ int cmd_module(int argc, char **argv)
 	return finish("module");
 }
 
+/* Launches the deep kernel; prints what the stack it grew takes. */
+static void grow_stack(CUmodule mod)
+{
+	size_t before = 0, after = 0;
+	int sms = 0, threads = 0;
+	CUfunction f;
+
+	if (!CHECK(cu.cuModuleGetFunction(&f, mod, "deep")) ||
+	    !CHECK(cu.cuCtxGetLimit(&before, CU_LIMIT_STACK_SIZE)) ||
+	    !CHECK(cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL)) ||
+	    !CHECK(cu.cuCtxSynchronize()) ||
+	    !CHECK(cu.cuCtxGetLimit(&after, CU_LIMIT_STACK_SIZE)) ||
+	    !CHECK(cu.cuDeviceGetAttribute(
+		    &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0)) ||
+	    !CHECK(cu.cuDeviceGetAttribute(
+		    &threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+		    0)))
+		return;
+	printf("stack_bytes=%llu\n", (unsigned long long)(after - before) *
+					    (unsigned long long)sms *
+					    (unsigned long long)threads);
+}
+
 int cmd_unseen(int argc, char **argv)
 {
-	char extra[128], line[64];
+	char extra[256], line[64];
 	CUmodule mod;
 	CUdeviceptr d;
 	char *text;
+	int used;
 
-	if (argc != 1)
-		dief("usage: unseen <global-bytes>");
-	snprintf(extra, sizeof(extra), ".visible .global .align 8 .b8 pad[%llu];\n",
-		 (unsigned long long)parse_size(argv[0]));
+	if (argc < 1 || argc > 2)
+		dief("usage: unseen <global-bytes> [stack-bytes]");
+	used = snprintf(extra, sizeof(extra),
+		     ".visible .global .align 8 .b8 pad[%llu];\n",
+		     (unsigned long long)parse_size(argv[0]));
+	if (argc > 1)
+		snprintf(extra + used, sizeof(extra) - (size_t)used,
+			 ".visible .entry deep()\n{\n\t.local .align 8 .b8 __local_depot0[%llu];\n\tret;\n}\n",
+			 (unsigned long long)parse_size(argv[1]));
 	open_primary(0);
 	text = ptx_of(4096, extra);
 	if (!CHECK(cu.cuModuleLoadData(&mod, text)))
 		return finish("unseen");
+	if (argc > 1)
+		grow_stack(mod);
 	printf("ready\n");
 	while (fgets(line, sizeof(line), stdin)) {
-		uint64_t n = parse_size(strtok(line, " \n"));
-		CUresult rc = cu.cuMemAlloc_v2(&d, n);
+		const char *tok = strtok(line, " \n");
+		uint64_t n;
+		CUresult rc;
+
+		if (!tok)
+			continue;
+		n = parse_size(tok);
+		rc = cu.cuMemAlloc_v2(&d, n);
 
 		printf("alloc %llu rc=%s free=%zu\n", (unsigned long long)n,
 		       rcname(rc), mem_free());

@@ -31,7 +31,7 @@ import (
 // /metrics and writes them into the ledger, after which the process's
 // next allocation past the cap with them counted is refused: at the
 // byte, and, once the driver's figure passes the cap, every one (logged
-// once).
+// once). The stack the driver grows at launch is found the same way.
 func TestReconcileEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the C artifacts")
@@ -77,6 +77,16 @@ func TestReconcileEndToEnd(t *testing.T) {
 	waitMetric(t, url, "xgpu_memory_unseen", labels, func(v float64) bool { return v == 0 })
 	assert.NotContains(t, logs.String(), "more than the cap", "within the cap all along")
 
+	// The stack the driver grows at launch for a kernel with a deep frame
+	// (by the driver's own figures, as gstest read them) is unseen too.
+	p = startProc(t, env, "unseen", "0", "4096")
+	stack := p.awaitNum(t, "stack_bytes")
+	p.await(t, "ready")
+	require.NotZero(t, stack)
+	waitMetric(t, url, "xgpu_memory_unseen", labels, func(v float64) bool { return v == float64(stack) })
+	p.stop(t)
+	waitMetric(t, url, "xgpu_memory_unseen", labels, func(v float64) bool { return v == 0 })
+
 	// 1100 MiB unseen: the driver's figure passes the 1 GiB cap; logged,
 	// and not one more byte is allocated.
 	p = startProc(t, env, "unseen", "1100M")
@@ -106,6 +116,25 @@ func ownCgroup(t *testing.T) string {
 	}
 	require.NotEmpty(t, best, "no cgroup in /proc/self/cgroup")
 	return best
+}
+
+// awaitNum waits for gstest's key=value line and returns the value.
+func (p *proc) awaitNum(t *testing.T, key string) uint64 {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			require.True(t, ok, "gstest %v exited before %s=", p.cmd.Args, key)
+			if v, found := strings.CutPrefix(l, key+"="); found {
+				n, err := strconv.ParseUint(v, 10, 64)
+				require.NoError(t, err)
+				return n
+			}
+		case <-deadline:
+			t.Fatalf("gstest %v: no %s=", p.cmd.Args, key)
+		}
+	}
 }
 
 // ask sends gstest unseen a size and returns its answer.
