@@ -6,9 +6,11 @@
 SIM_OBJDIR := $(BUILD)/obj/simcuda
 SIM_COMMON := state config
 SIM_CUDA := init device context memory array vmm pool stream event launch \
-	procaddr table limit module capture graph graph_exec \
-	module_mem
-SIM_NVML := nvml nvml_event nvml_proc
+	procaddr table limit module capture graph graph_exec
+SIM_NVML := nvml nvml_event
+# Loaded images' device memory; NVML's running processes.
+SIM_CUDA += module_mem
+SIM_NVML += nvml_proc
 
 SIM_CUDA_OBJS := $(addprefix $(SIM_OBJDIR)/,$(addsuffix .o,$(SIM_CUDA) $(SIM_COMMON)))
 SIM_NVML_OBJS := $(addprefix $(SIM_OBJDIR)/,$(addsuffix .o,$(SIM_NVML) $(SIM_COMMON)))

@@ -95,16 +95,7 @@
 	X(cuEventRecord_ptsz)               \
 	X(cuEventSynchronize)               \
 	X(cuEventQuery)                     \
-	X(cuEventDestroy_v2)                \
-	/* Loading images (module.c). */   \
-	X(cuModuleLoad)                     \
-	X(cuModuleLoadDataEx)               \
-	X(cuModuleLoadFatBinary)            \
-	X(cuLibraryLoadData)                \
-	X(cuLibraryLoadFromFile)            \
-	X(cuLibraryUnload)                  \
-	X(cuLibraryGetKernel)               \
-	X(cuKernelGetFunction)
+	X(cuEventDestroy_v2)
 
 #define GSTEST_NVML_FUNCS(X)             \
 	X(nvmlInit_v2)                   \
@@ -205,6 +196,9 @@ int cmd_managed(int argc, char **argv);
 int cmd_alloc(int argc, char **argv);
 int cmd_hold(int argc, char **argv);
 int cmd_procaddr(int argc, char **argv);
+/* Loaded images (module.c). */
+int cmd_module(int argc, char **argv);
+int cmd_unseen(int argc, char **argv);
 int cmd_storm(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
@@ -212,7 +206,5 @@ int cmd_schedinfo(int argc, char **argv);
 int cmd_edge(int argc, char **argv);
 int cmd_limit(int argc, char **argv);
 int cmd_tenant(int argc, char **argv);
-int cmd_module(int argc, char **argv);
-int cmd_unseen(int argc, char **argv);
 
 #endif /* GSTEST_COMMON_H */

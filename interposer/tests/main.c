@@ -24,12 +24,12 @@ static const struct {
 	{ "procaddr", cmd_procaddr, "procaddr [fill-bytes]: entry points from cuGetProcAddress/_v2 land in the shim: with the vGPU filled, each allocator refuses" },
 	{ "storm", cmd_storm, "storm <threads> <seconds> <seed> [max=<bytes>] [only=<path,...>] [linger] [solo]: random allocations and frees on every path" },
 	{ "fork", cmd_fork, "fork: a forked child owns none of the parent's charges; fork while threads allocate" },
+	{ "module", cmd_module, "module <loader> [dlsym|procaddr]: a loaded image's charge holds the cap exactly and goes at unload and with its context; loaders: data dataex fatbinary file library libfile" },
+	{ "unseen", cmd_unseen, "unseen <global-bytes> [stack-bytes]: load a module whose .global array the shim cannot see (and launch a kernel whose stack frame makes the driver grow CU_LIMIT_STACK_SIZE), print ready, then cuMemAlloc each size read from stdin and print the result" },
 	{ "edge", cmd_edge, "edge <case> [bytes]: one corner of the accounting; cases: freeasync_linear pooldestroy addrfree pending_free ctxreuse fork_managed, crossdev <bytes>" },
 	{ "limit", cmd_limit, "limit: context limits that take device memory (malloc heap, stack) are held to the cap and given back" },
 	{ "tenant", cmd_tenant, "tenant <seconds> <kernel_us> <depth> [streams] [go] [hold] [gap=<us>] [iters_per_us=<rate>]: launch kernels of kernel_us back to back, depth in flight, for seconds (go: print ready, start on a line of stdin; gap: one at a time, gap_us apart, latencies recorded; iters_per_us: a real GPU's loop iterations per microsecond, benchmarks/realgpu); prints launches, kernels, busy_ns (its engine time), wall_ns, kernel_ns, kernel_param, kernels_done, work_ns" },
 	{ "schedinfo", cmd_schedinfo, "schedinfo <file>: the vGPUs of a no-module schedule file (key=value lines)" },
-	{ "module", cmd_module, "module <loader> [dlsym|procaddr]: a loaded image's charge holds the cap exactly and goes at unload and with its context; loaders: data dataex fatbinary file library libfile" },
-	{ "unseen", cmd_unseen, "unseen <global-bytes> [stack-bytes]: load a module whose .global array the shim cannot see (and launch a kernel whose stack frame makes the driver grow CU_LIMIT_STACK_SIZE), print ready, then cuMemAlloc each size read from stdin and print the result" },
 	{ "watch", cmd_watch, "watch <interval-ms> [device]: print the device's physical used bytes (simcuda) until stdin closes" },
 };
 

@@ -27,11 +27,36 @@
  * line N of stdin tries cuMemAlloc(N) and prints "alloc N rc=<name>
  * free=<cuMemGetInfo free>" (freeing it again), until stdin closes.
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common.h"
+
+/* The loaders and library calls, found with dlsym as frameworks do. */
+#define LOADER_FUNCS(X)          \
+	X(cuModuleLoad)          \
+	X(cuModuleLoadDataEx)    \
+	X(cuModuleLoadFatBinary) \
+	X(cuLibraryLoadData)     \
+	X(cuLibraryLoadFromFile) \
+	X(cuLibraryUnload)       \
+	X(cuLibraryGetKernel)    \
+	X(cuKernelGetFunction)
+
+static struct {
+#define X(n) __typeof__(&n) n;
+	LOADER_FUNCS(X)
+#undef X
+} ld;
+
+static void load_loaders(void)
+{
+#define X(n) ld.n = (__typeof__(ld.n))dlsym(cuda_handle(), #n);
+	LOADER_FUNCS(X)
+#undef X
+}
 
 #define IMAGE (1 * MIB)
 
@@ -63,14 +88,14 @@ static char *ptx_of(size_t len, const char *extra)
 }
 
 struct loaders {
-	__typeof__(cu.cuModuleLoad) file;
+	__typeof__(ld.cuModuleLoad) file;
 	__typeof__(cu.cuModuleLoadData) data;
-	__typeof__(cu.cuModuleLoadDataEx) dataex;
-	__typeof__(cu.cuModuleLoadFatBinary) fatbinary;
-	__typeof__(cu.cuLibraryLoadData) library;
-	__typeof__(cu.cuLibraryLoadFromFile) libfile;
+	__typeof__(ld.cuModuleLoadDataEx) dataex;
+	__typeof__(ld.cuModuleLoadFatBinary) fatbinary;
+	__typeof__(ld.cuLibraryLoadData) library;
+	__typeof__(ld.cuLibraryLoadFromFile) libfile;
 	__typeof__(cu.cuModuleUnload) unload;
-	__typeof__(cu.cuLibraryUnload) libunload;
+	__typeof__(ld.cuLibraryUnload) libunload;
 };
 
 static void *procaddr(const char *base)
@@ -86,12 +111,12 @@ static void *procaddr(const char *base)
 static void get_loaders(struct loaders *l, bool via_procaddr)
 {
 	if (!via_procaddr) {
-		*l = (struct loaders){ cu.cuModuleLoad, cu.cuModuleLoadData,
-				       cu.cuModuleLoadDataEx,
-				       cu.cuModuleLoadFatBinary,
-				       cu.cuLibraryLoadData,
-				       cu.cuLibraryLoadFromFile,
-				       cu.cuModuleUnload, cu.cuLibraryUnload };
+		*l = (struct loaders){ ld.cuModuleLoad, cu.cuModuleLoadData,
+				       ld.cuModuleLoadDataEx,
+				       ld.cuModuleLoadFatBinary,
+				       ld.cuLibraryLoadData,
+				       ld.cuLibraryLoadFromFile,
+				       cu.cuModuleUnload, ld.cuLibraryUnload };
 		return;
 	}
 	l->file = procaddr("cuModuleLoad");
@@ -157,13 +182,13 @@ static void use_library(struct run *r, uint64_t before)
 	CUkernel k;
 	CUfunction f;
 
-	NEED(cuLibraryGetKernel);
-	NEED(cuKernelGetFunction);
+	if (!ld.cuLibraryGetKernel || !ld.cuKernelGetFunction)
+		dief("the driver lacks cuLibraryGetKernel or cuKernelGetFunction");
 	if (cu.simcudaDeviceUsed && device_used() != before)
 		failf("%s: the library took device memory before any context used it",
 		      r->loader);
-	if (CHECK(cu.cuLibraryGetKernel(&k, r->lib, "spin")))
-		CHECK(cu.cuKernelGetFunction(&f, k));
+	if (CHECK(ld.cuLibraryGetKernel(&k, r->lib, "spin")))
+		CHECK(ld.cuKernelGetFunction(&f, k));
 }
 
 /* Steps 1 to 3: the load, the cap around it, the unload. */
@@ -268,6 +293,7 @@ int cmd_module(int argc, char **argv)
 		dief("module: unknown loader %s", r.loader);
 	r.library = !strncmp(r.loader, "lib", 3);
 	primary = open_primary(0);
+	load_loaders();
 	get_loaders(&r.l, argc > 1 && !strcmp(argv[1], "procaddr"));
 	r.text = ptx_of(IMAGE, "");
 	write_file(&r);
