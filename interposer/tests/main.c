@@ -26,6 +26,7 @@ static const struct {
 	{ "fork", cmd_fork, "fork: a forked child owns none of the parent's charges; fork while threads allocate" },
 	{ "module", cmd_module, "module <loader> [dlsym|procaddr]: a loaded image's charge holds the cap exactly and goes at unload and with its context; loaders: data dataex fatbinary file library libfile" },
 	{ "unseen", cmd_unseen, "unseen <global-bytes> [stack-bytes]: load a module whose .global array the shim cannot see (and launch a kernel whose stack frame makes the driver grow CU_LIMIT_STACK_SIZE), print ready, then cuMemAlloc each size read from stdin and print the result" },
+	{ "libgate", cmd_libgate, "libgate: a library loaded before any context (charged nothing) has a kernel launched in the primary context; prints load.rc, launch.rc" },
 	{ "edge", cmd_edge, "edge <case> [bytes]: one corner of the accounting; cases: freeasync_linear pooldestroy addrfree pending_free ctxreuse fork_managed, crossdev <bytes>" },
 	{ "limit", cmd_limit, "limit: context limits that take device memory (malloc heap, stack) are held to the cap and given back" },
 	{ "tenant", cmd_tenant, "tenant <seconds> <kernel_us> <depth> [streams] [go] [hold] [gap=<us>] [iters_per_us=<rate>]: launch kernels of kernel_us back to back, depth in flight, for seconds (go: print ready, start on a line of stdin; gap: one at a time, gap_us apart, latencies recorded; iters_per_us: a real GPU's loop iterations per microsecond, benchmarks/realgpu); prints launches, kernels, busy_ns (its engine time), wall_ns, kernel_ns, kernel_param, kernels_done, work_ns" },

@@ -378,3 +378,43 @@ int cmd_unseen(int argc, char **argv)
 	close_primary(0);
 	return finish("unseen");
 }
+
+/*
+ * gstest libgate: a library loaded before any context exists is charged
+ * nothing (there is no card to charge it to), so even a process whose
+ * every device allocation is refused reaches a launch: one of its kernels,
+ * launched in the primary context, which only the compute gate can
+ * refuse. Prints load.rc= (the library's) and launch.rc=.
+ */
+int cmd_libgate(int argc, char **argv)
+{
+	unsigned long long ns = 1000;
+	void *params[] = { &ns };
+	CUlibrary lib;
+	CUkernel k;
+	CUresult rc;
+	char *text;
+
+	(void)argv;
+	if (argc)
+		dief("usage: libgate");
+	load_cuda();
+	load_loaders();
+	if (!ld.cuLibraryLoadData || !ld.cuLibraryGetKernel)
+		dief("the driver lacks cuLibraryLoadData or cuLibraryGetKernel");
+	CHECK(cu.cuInit(0));
+	text = ptx_of(4096, "");
+	rc = ld.cuLibraryLoadData(&lib, text, NULL, NULL, 0, NULL, NULL, 0);
+	printf("load.rc=%s\n", rcname(rc));
+	if (rc != CUDA_SUCCESS || !CHECK(ld.cuLibraryGetKernel(&k, lib, "spin")))
+		return finish("libgate");
+	open_primary(0);
+	rc = cu.cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, params,
+			       NULL);
+	printf("launch.rc=%s\n", rcname(rc));
+	CHECK(cu.cuCtxSynchronize());
+	CHECK(ld.cuLibraryUnload(lib));
+	free(text);
+	close_primary(0);
+	return finish("libgate");
+}
