@@ -298,20 +298,30 @@ SIM_API CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 	return module_load(module, fatCubin, text_len(fatCubin));
 }
 
-SIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
+static CUresult library_load(CUlibrary *library, const char *code,
+			     uint64_t len, int bad_options);
+
+/* The image in file path, loaded as a module (library 0) or a library. */
+static CUresult load_file(const char *path, void *out, int library)
 {
 	uint64_t len;
 	char *text;
 	CUresult rc;
 
-	if (!module || !fname)
+	if (!out || !path)
 		return CUDA_ERROR_INVALID_VALUE;
-	rc = sim_read_image(fname, &text, &len);
+	rc = sim_read_image(path, &text, &len);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	rc = module_load(module, text, len);
+	rc = library ? library_load(out, text, len, 0) :
+		       module_load(out, text, len);
 	free(text);
 	return rc;
+}
+
+SIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+	return load_file(fname, module, 0);
 }
 
 static CUresult unload(const void *h, int kind)
@@ -410,18 +420,9 @@ SIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library,
 				       void **libraryOptionValues,
 				       unsigned int numLibraryOptions)
 {
-	uint64_t len;
-	char *text;
-	CUresult rc;
-
-	if (!library || !fileName || BAD_OPTIONS)
+	if (BAD_OPTIONS)
 		return CUDA_ERROR_INVALID_VALUE;
-	rc = sim_read_image(fileName, &text, &len);
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	rc = library_load(library, text, len, 0);
-	free(text);
-	return rc;
+	return load_file(fileName, library, 1);
 }
 
 SIM_API CUresult cuLibraryUnload(CUlibrary library)

@@ -81,10 +81,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(
 	int n;
 	nvmlReturn_t rc = running(device, infoCount, infos, &procs, &n);
 
-	for (int i = 0; rc == NVML_SUCCESS && i < n; i++) {
-		infos[i].pid = (unsigned int)procs[i].pid;
-		infos[i].usedGpuMemory = procs[i].used;
-	}
+	for (int i = 0; rc == NVML_SUCCESS && i < n; i++)
+		infos[i] = (nvmlProcessInfo_v1_t){ (unsigned int)procs[i].pid,
+						   procs[i].used };
 	free(procs);
 	return rc;
 }
@@ -96,12 +95,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(
 	int n;
 	nvmlReturn_t rc = running(device, infoCount, infos, &procs, &n);
 
-	for (int i = 0; rc == NVML_SUCCESS && i < n; i++) {
-		infos[i].pid = (unsigned int)procs[i].pid;
-		infos[i].usedGpuMemory = procs[i].used;
-		infos[i].gpuInstanceId = NOT_MIG;
-		infos[i].computeInstanceId = NOT_MIG;
-	}
+	for (int i = 0; rc == NVML_SUCCESS && i < n; i++)
+		infos[i] = (nvmlProcessInfo_t){ (unsigned int)procs[i].pid,
+						procs[i].used, NOT_MIG, NOT_MIG };
 	free(procs);
 	return rc;
 }

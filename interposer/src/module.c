@@ -115,32 +115,38 @@ static CUresult load_end(const struct load *l, enum gs_kind kind,
 	return r;
 }
 
-/* Handles are null when the driver failed, never read then. */
-#define HANDLE(p) ((p) ? (const void *)*(p) : NULL)
+/*
+ * A loader hook's body: charges bytes (when out is not NULL) before the
+ * driver loads, makes the driver's call, then records the handle it put in
+ * *out, or gives the charge back when it failed. The handle is read only
+ * after the call.
+ */
+#define LOAD(kind, out, bytes, what, call)				\
+	do {								\
+		struct load l_;						\
+		CUresult r_;						\
+									\
+		if (!load_begin(&l_, (out) ? (bytes) : 0, what))	\
+			return CUDA_ERROR_OUT_OF_MEMORY;		\
+		r_ = (call);						\
+		return load_end(&l_, kind,				\
+				(out) ? (const void *)*(out) : NULL, r_); \
+	} while (0)
 
 GS_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
 {
 	__typeof__(&cuModuleLoad) real = REAL(cuModuleLoad);
-	struct load l;
-	CUresult r;
 
-	if (!load_begin(&l, module ? file_bytes(fname) : 0, "cuModuleLoad"))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = real(module, fname);
-	return load_end(&l, GS_MODULE, HANDLE(module), r);
+	LOAD(GS_MODULE, module, file_bytes(fname), "cuModuleLoad",
+	     real(module, fname));
 }
 
 GS_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
 	__typeof__(&cuModuleLoadData) real = REAL(cuModuleLoadData);
-	struct load l;
-	CUresult r;
 
-	if (!load_begin(&l, module ? image_bytes(image) : 0,
-			"cuModuleLoadData"))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = real(module, image);
-	return load_end(&l, GS_MODULE, HANDLE(module), r);
+	LOAD(GS_MODULE, module, image_bytes(image), "cuModuleLoadData",
+	     real(module, image));
 }
 
 GS_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
@@ -149,28 +155,18 @@ GS_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
 				      void **optionValues)
 {
 	__typeof__(&cuModuleLoadDataEx) real = REAL(cuModuleLoadDataEx);
-	struct load l;
-	CUresult r;
 
-	if (!load_begin(&l, module ? image_bytes(image) : 0,
-			"cuModuleLoadDataEx"))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = real(module, image, numOptions, options, optionValues);
-	return load_end(&l, GS_MODULE, HANDLE(module), r);
+	LOAD(GS_MODULE, module, image_bytes(image), "cuModuleLoadDataEx",
+	     real(module, image, numOptions, options, optionValues));
 }
 
 GS_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module,
 					 const void *fatCubin)
 {
 	__typeof__(&cuModuleLoadFatBinary) real = REAL(cuModuleLoadFatBinary);
-	struct load l;
-	CUresult r;
 
-	if (!load_begin(&l, module ? image_bytes(fatCubin) : 0,
-			"cuModuleLoadFatBinary"))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = real(module, fatCubin);
-	return load_end(&l, GS_MODULE, HANDLE(module), r);
+	LOAD(GS_MODULE, module, image_bytes(fatCubin), "cuModuleLoadFatBinary",
+	     real(module, fatCubin));
 }
 
 GS_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
@@ -182,15 +178,10 @@ GS_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
 				     unsigned int numLibraryOptions)
 {
 	__typeof__(&cuLibraryLoadData) real = REAL(cuLibraryLoadData);
-	struct load l;
-	CUresult r;
 
-	if (!load_begin(&l, library ? image_bytes(code) : 0,
-			"cuLibraryLoadData"))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = real(library, code, jitOptions, jitOptionsValues, numJitOptions,
-		 libraryOptions, libraryOptionValues, numLibraryOptions);
-	return load_end(&l, GS_LIBRARY, HANDLE(library), r);
+	LOAD(GS_LIBRARY, library, image_bytes(code), "cuLibraryLoadData",
+	     real(library, code, jitOptions, jitOptionsValues, numJitOptions,
+		  libraryOptions, libraryOptionValues, numLibraryOptions));
 }
 
 GS_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library,
@@ -203,51 +194,53 @@ GS_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library,
 					 unsigned int numLibraryOptions)
 {
 	__typeof__(&cuLibraryLoadFromFile) real = REAL(cuLibraryLoadFromFile);
-	struct load l;
-	CUresult r;
 
-	if (!load_begin(&l, library ? file_bytes(fileName) : 0,
-			"cuLibraryLoadFromFile"))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r = real(library, fileName, jitOptions, jitOptionsValues,
-		 numJitOptions, libraryOptions, libraryOptionValues,
-		 numLibraryOptions);
-	return load_end(&l, GS_LIBRARY, HANDLE(library), r);
+	LOAD(GS_LIBRARY, library, file_bytes(fileName), "cuLibraryLoadFromFile",
+	     real(library, fileName, jitOptions, jitOptionsValues,
+		  numJitOptions, libraryOptions, libraryOptionValues,
+		  numLibraryOptions));
 }
 
 /*
  * The record goes before the driver unloads: once it has, it may hand the
  * same handle to another thread's load. Put back if the driver refuses.
  */
-static CUresult unloaded(const struct gs_alloc *a, bool had, CUresult r)
+static CUresult unload(enum gs_kind kind, const void *h,
+		       CUresult (*real)(const void *h))
 {
+	struct gs_alloc a;
+	bool had;
+	CUresult r;
+
+	if (!gs_enabled())
+		return real(h);
+	had = gs_track_take(kind, (uint64_t)(uintptr_t)h, &a);
+	r = real(h);
 	if (had && r == CUDA_SUCCESS)
-		gs_uncharge(a->card, a->bytes);
+		gs_uncharge(a.card, a.bytes);
 	else if (had)
-		gs_track_add(a);
+		gs_track_add(&a);
 	return r;
+}
+
+static CUresult real_module_unload(const void *h)
+{
+	return gs_real.cuModuleUnload((CUmodule)(uintptr_t)h);
+}
+
+static CUresult real_library_unload(const void *h)
+{
+	return gs_real.cuLibraryUnload((CUlibrary)(uintptr_t)h);
 }
 
 GS_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 {
-	__typeof__(&cuModuleUnload) real = REAL(cuModuleUnload);
-	struct gs_alloc a;
-	bool had;
-
-	if (!gs_enabled())
-		return real(hmod);
-	had = gs_track_take(GS_MODULE, (uint64_t)(uintptr_t)hmod, &a);
-	return unloaded(&a, had, real(hmod));
+	REAL(cuModuleUnload);
+	return unload(GS_MODULE, hmod, real_module_unload);
 }
 
 GS_EXPORT CUresult cuLibraryUnload(CUlibrary library)
 {
-	__typeof__(&cuLibraryUnload) real = REAL(cuLibraryUnload);
-	struct gs_alloc a;
-	bool had;
-
-	if (!gs_enabled())
-		return real(library);
-	had = gs_track_take(GS_LIBRARY, (uint64_t)(uintptr_t)library, &a);
-	return unloaded(&a, had, real(library));
+	REAL(cuLibraryUnload);
+	return unload(GS_LIBRARY, library, real_library_unload);
 }

@@ -5,7 +5,6 @@ package agent
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,9 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuslice/gpuslice/internal/testenv"
-	"github.com/gpuslice/gpuslice/pkg/gpu"
 	"github.com/gpuslice/gpuslice/pkg/ledger"
-	"github.com/gpuslice/gpuslice/pkg/metrics"
 )
 
 // The reconciliation end to end, no-module mode: a container's process
@@ -47,16 +44,7 @@ func TestReconcileEndToEnd(t *testing.T) {
 	n.opts.Log = newLogger(logs)
 	n.restart(t)
 	rt := startRuntime(t, n)
-	mon, err := gpu.OpenMonitor(filepath.Join(testenv.Lib(), "libnvidia-ml.so.1"), []int{0}, n.opts.Log)
-	require.NoError(t, err)
-	t.Cleanup(func() { mon.Close() })
-	ob := n.agent.Observe(ObserveOptions{Window: 200 * time.Millisecond, Cards: mon})
-	t.Cleanup(ob.Close)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := metrics.Serve(l, metrics.MetricsHandler(metrics.Registry(ob.Snapshot), n.opts.Log), "metrics", n.opts.Log)
-	t.Cleanup(func() { srv.Close() })
-	url := "http://" + l.Addr().String() + "/metrics"
+	url := observing(t, n, []int{0}, ObserveOptions{})
 
 	// The container's cgroup is this test's own, so the processes the
 	// test starts are the container's, as the agent finds them.
@@ -121,20 +109,10 @@ func ownCgroup(t *testing.T) string {
 // awaitNum waits for gstest's key=value line and returns the value.
 func (p *proc) awaitNum(t *testing.T, key string) uint64 {
 	t.Helper()
-	deadline := time.After(time.Minute)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			require.True(t, ok, "gstest %v exited before %s=", p.cmd.Args, key)
-			if v, found := strings.CutPrefix(l, key+"="); found {
-				n, err := strconv.ParseUint(v, 10, 64)
-				require.NoError(t, err)
-				return n
-			}
-		case <-deadline:
-			t.Fatalf("gstest %v: no %s=", p.cmd.Args, key)
-		}
-	}
+	l := p.next(t, key+"=", func(l string) bool { return strings.HasPrefix(l, key+"=") })
+	n, err := strconv.ParseUint(strings.TrimPrefix(l, key+"="), 10, 64)
+	require.NoError(t, err)
+	return n
 }
 
 // ask sends gstest unseen a size and returns its answer.
@@ -143,18 +121,7 @@ func (p *proc) ask(t *testing.T, n uint64) string {
 	_, err := fmt.Fprintf(p.in, "%d\n", n)
 	require.NoError(t, err)
 	prefix := fmt.Sprintf("alloc %d ", n)
-	deadline := time.After(time.Minute)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			require.True(t, ok, "gstest exited before answering %d", n)
-			if strings.HasPrefix(l, prefix) {
-				return l
-			}
-		case <-deadline:
-			t.Fatalf("gstest: no answer to %d", n)
-		}
-	}
+	return p.next(t, "an answer to "+prefix, func(l string) bool { return strings.HasPrefix(l, prefix) })
 }
 
 type lockedBuffer struct {

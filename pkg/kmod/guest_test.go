@@ -75,19 +75,26 @@ func TestGuestAdminCalls(t *testing.T) {
 	assert.ErrorIs(t, c.DestroyVGPU(3, a), syscall.ENOENT)
 }
 
+// memoryVGPU is an 8 MiB memory vGPU on card, bound to a new cgroup
+// name: the admin's client, the cgroup's directory and the vGPU's id.
+func memoryVGPU(t *testing.T, card uint32, name string) (*Client, string, uint32) {
+	c, err := Open("")
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetCard(Card{Card: card, Policy: PolicyNative, MaxInst: 20}))
+	dir, id := cgroup(t, name)
+	vid, err := c.CreateVGPU(VGPU{Card: card, CgroupID: id, MemCap: 8 << 20, Mode: ModeMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.DestroyVGPU(card, vid) })
+	return c, dir, vid
+}
+
 // A process in the vGPU's cgroup attaches and is held to the cap.
 func TestGuestClientCalls(t *testing.T) {
 	testenv.InGuest(t)
-	c, err := Open("")
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetCard(Card{Card: 4, Policy: PolicyNative, MaxInst: 20}))
-	dir, id := cgroup(t, "gokmodC")
-	vid, err := c.CreateVGPU(VGPU{Card: 4, CgroupID: id, MemCap: 8 << 20, Mode: ModeMemory})
-	require.NoError(t, err)
-	defer c.DestroyVGPU(4, vid)
+	c, dir, vid := memoryVGPU(t, 4, "gokmodC")
 
-	_, err = c.Attach(4)
+	_, err := c.Attach(4)
 	assert.ErrorIs(t, err, syscall.ENOENT, "not in the cgroup yet")
 	enter(t, dir)
 	cl, err := Open("")
@@ -118,14 +125,7 @@ func TestGuestClientCalls(t *testing.T) {
 // processes, and read back with their charges.
 func TestGuestUnseen(t *testing.T) {
 	testenv.InGuest(t)
-	c, err := Open("")
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetCard(Card{Card: 5, Policy: PolicyNative, MaxInst: 20}))
-	dir, id := cgroup(t, "gokmodU")
-	vid, err := c.CreateVGPU(VGPU{Card: 5, CgroupID: id, MemCap: 8 << 20, Mode: ModeMemory})
-	require.NoError(t, err)
-	defer c.DestroyVGPU(5, vid)
+	c, dir, vid := memoryVGPU(t, 5, "gokmodU")
 	require.NoError(t, c.SetUnseen(5, vid, 3<<20))
 
 	enter(t, dir)
