@@ -471,7 +471,7 @@ fail:
 }
 
 /* The live vGPU card/id names (gs_mutex held), or NULL with *err. */
-static struct gs_kvgpu *gs_vgpu_lookup(u32 index, u32 id, int *err)
+struct gs_kvgpu *gs_vgpu_lookup(u32 index, u32 id, int *err)
 {
 	struct gs_kcard *card = gs_card_lookup(index, err);
 

@@ -170,7 +170,7 @@ static struct gs_attach *gs_attached(struct gs_client *cl, u32 index, int *err)
 static void gs_charge_reply(const struct gs_kvgpu *kv,
 			    struct gpuslice_charge *arg)
 {
-	arg->mem_used = atomic64_read(&kv->mem_used);
+	arg->mem_used = gs_vgpu_in_use(kv);
 	arg->mem_cap = READ_ONCE(kv->mem_cap);
 }
 
@@ -200,7 +200,7 @@ int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg)
 {
 	struct gs_attach *att;
 	struct gs_kvgpu *kv;
-	s64 old, cap;
+	s64 old, cap, unseen;
 	int err;
 
 	att = gs_mem_target(cl, arg, true, &err);
@@ -208,9 +208,12 @@ int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg)
 		return err;
 	kv = att->kv;
 	cap = READ_ONCE(kv->mem_cap);
+	unseen = atomic64_read(&kv->mem_unseen);
 	old = atomic64_read(&kv->mem_used);
 	do {
-		if (arg->bytes > cap || old > cap - (s64)arg->bytes) {
+		/* The driver's bytes nobody charged take their share first. */
+		if (arg->bytes > cap || unseen > cap - (s64)arg->bytes ||
+		    old > cap - (s64)arg->bytes - unseen) {
 			gs_charge_reply(kv, arg);
 			return -ENOMEM;
 		}

@@ -41,6 +41,7 @@ struct gs_kvgpu {
 	u32 priority;		/* gs_mutex */
 	u64 mem_cap;		/* written under gs_mutex, read lock-free */
 	atomic64_t mem_used;
+	atomic64_t mem_unseen;	/* the driver's bytes not charged (the agent's) */
 	/* card->lock: */
 	u32 nprocs;
 	u32 npending;
@@ -99,6 +100,7 @@ int gs_vgpu_create(struct gpuslice_vgpu *arg);
 int gs_vgpu_update_spec(const struct gpuslice_vgpu *arg);
 int gs_vgpu_destroy(const struct gpuslice_vgpu *arg);
 int gs_vgpu_stats(struct gpuslice_vgpu_stats *arg);
+struct gs_kvgpu *gs_vgpu_lookup(u32 index, u32 id, int *err);
 void gs_vgpu_spec(const struct gs_kvgpu *kv, struct gpuslice_vgpu *spec);
 void gs_kvgpu_put(struct gs_kvgpu *kv);
 bool gs_card_gated(const struct gs_kcard *card);
@@ -124,6 +126,10 @@ int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg);
 int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg);
 int gs_release(struct gs_client *cl, const struct gpuslice_release *arg);
 int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg);
+
+/* gs_unseen.c */
+int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set);
+s64 gs_vgpu_in_use(const struct gs_kvgpu *kv);
 
 /* gs_proc.c */
 int gs_proc_init(void);

@@ -45,6 +45,7 @@ union gs_ioc_arg {
 	struct gpuslice_acquire acquire;
 	struct gpuslice_release release;
 	struct gpuslice_wait wait;
+	struct gpuslice_vgpu_unseen unseen;
 };
 
 static bool gs_admin_ioctl(unsigned int cmd)
@@ -54,6 +55,7 @@ static bool gs_admin_ioctl(unsigned int cmd)
 	case GPUSLICE_IOC_VGPU_CREATE:
 	case GPUSLICE_IOC_VGPU_UPDATE:
 	case GPUSLICE_IOC_VGPU_DESTROY:
+	case GPUSLICE_IOC_VGPU_SET_UNSEEN:
 		return true;
 	}
 	return false;
@@ -101,6 +103,10 @@ static int gs_dispatch(struct gs_client *cl, unsigned int cmd,
 		return gs_release(cl, &a->release);
 	case GPUSLICE_IOC_WAIT:
 		return gs_wait(cl, &a->wait);
+	case GPUSLICE_IOC_VGPU_UNSEEN:
+		return gs_vgpu_unseen(&a->unseen, false);
+	case GPUSLICE_IOC_VGPU_SET_UNSEEN:
+		return gs_vgpu_unseen(&a->unseen, true);
 	}
 	return -ENOTTY;
 }
@@ -118,6 +124,7 @@ static bool gs_known_ioctl(unsigned int cmd)
 	case GPUSLICE_IOC_ACQUIRE:
 	case GPUSLICE_IOC_RELEASE:
 	case GPUSLICE_IOC_WAIT:
+	case GPUSLICE_IOC_VGPU_UNSEEN:
 		return true;
 	}
 	return gs_admin_ioctl(cmd);

@@ -80,16 +80,17 @@ static void gs_proc_vgpu(struct seq_file *m, struct gs_kvgpu *kv)
 	spin_lock_irq(&card->lock);
 	slices = kv->mode == GPUSLICE_MODE_COMPUTE ?
 		 card->core.vgpu[kv->id].slices : 0;
-	seq_printf(m, " %u %u %llu %llu %llu %llu\n", kv->nprocs, kv->npending,
+	seq_printf(m, " %u %u %llu %llu %llu %llu", kv->nprocs, kv->npending,
 		   kv->busy_ns, kv->wait_ns, slices, kv->acquires);
 	spin_unlock_irq(&card->lock);
+	seq_printf(m, " %lld\n", (long long)atomic64_read(&kv->mem_unseen));
 }
 
 static int gs_proc_vgpus(struct seq_file *m, void *v)
 {
 	int i, j;
 
-	seq_puts(m, "card id cgroup mode mem_used mem_cap quota priority procs pending busy_ns wait_ns slices acquires\n");
+	seq_puts(m, "card id cgroup mode mem_used mem_cap quota priority procs pending busy_ns wait_ns slices acquires mem_unseen\n");
 	mutex_lock(&gs_mutex);
 	for (i = 0; i < GPUSLICE_MAX_CARDS; i++) {
 		if (!gs_cards[i])

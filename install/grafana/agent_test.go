@@ -24,7 +24,8 @@ func fullNode() *status.Node {
 			UtilPercent: ptr(10.0), VGPUs: []status.VGPU{{ID: 1, Namespace: "ns", Pod: "p", Container: "c",
 				ContainerID: "id", Mode: "compute", QuotaPercent: 30, HighPriority: true,
 				MemoryCapBytes: 4 << 30, MemoryUsedBytes: ptr(uint64(1 << 29)),
-				CoreUsedPercent: ptr(25.0), Processes: ptr(1)}}}}}
+				CoreUsedPercent: ptr(25.0), Processes: ptr(1),
+				MemoryDriverBytes: ptr(uint64(1 << 29)), MemoryUnseenBytes: ptr(uint64(0))}}}}}
 }
 
 // exported is what the agent's pkg/metrics exports for fullNode: metric

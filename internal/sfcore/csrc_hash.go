@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "4714c1b6f7fb97412c8b78454e5e159b6abec8fc96a867cc0c3100b7d8aa353f"
+const cSourcesHash = "a785e9579f2e521912fcb58e7ac6e62277002bdd367ed9d5980aec9bf6d65641"

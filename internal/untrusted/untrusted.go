@@ -7,6 +7,7 @@ package untrusted
 import (
 	"fmt"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,8 +21,31 @@ var ErrNotRegular = fmt.Errorf("not a regular file: %w", unix.EINVAL)
 // (O_NONBLOCK, then checked). The caller closes the file; its size is in
 // the returned FileInfo.
 func OpenRegular(path string) (*os.File, os.FileInfo, error) {
-	const flags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW |
-		unix.O_NONBLOCK | unix.O_NOCTTY
+	return openRegular(path, unix.O_RDONLY)
+}
+
+// OpenRegularWrite is OpenRegular for reading and writing; a file with
+// more than one link is refused too (ErrNotRegular): the agent writes
+// only into a file that exists under this one name, not into one a
+// container linked from elsewhere.
+func OpenRegularWrite(path string) (*os.File, os.FileInfo, error) {
+	f, fi, err := openRegular(path, unix.O_RDWR)
+	if err == nil && linkCount(fi) != 1 {
+		f.Close()
+		return nil, nil, &os.PathError{Op: "open (hard-linked)", Path: path, Err: ErrNotRegular}
+	}
+	return f, fi, err
+}
+
+func linkCount(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 0
+}
+
+func openRegular(path string, mode int) (*os.File, os.FileInfo, error) {
+	flags := mode | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY
 	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		return nil, nil, err

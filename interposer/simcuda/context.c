@@ -117,6 +117,7 @@ static void teardown(struct sim_ctx *c)
 	sim_streams_close_ctx(c);
 	sim_mem_drop_ctx(c);
 	drop_handles(c);
+	sim_libraries_drop_ctx(c);
 	sim_uncharge(c->dev, simst_ctx_bytes());
 	c->legacy = NULL;
 }

@@ -83,7 +83,10 @@ static CUresult launch_target(const struct launch *l, struct sim_func **f,
 			return CUDA_ERROR_INVALID_HANDLE;
 		*ctx = st->ctx;
 	}
-	return *ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	if (!*ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	/* Lazy loading: the library comes into the context now. */
+	return sim_kernel_load(*f, *ctx);
 }
 
 static CUresult launch(const struct launch *l)
@@ -110,6 +113,9 @@ static CUresult launch(const struct launch *l)
 			rc = sim_capture_kernel(st, duration(l, f));
 		return sim_leave_rc(rc);
 	}
+	rc = sim_stack_grow(st->ctx, f->stack);
+	if (rc != CUDA_SUCCESS)
+		return sim_leave_rc(rc);
 	op = sim_op_new(OP_KERNEL);
 	if (!op)
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);

@@ -4,7 +4,8 @@
  * heap, the printf FIFO, and the stack, which is reserved for every thread
  * the device can hold at once. A context's footprint (SIMCUDA_CONTEXT_MIB)
  * covers the defaults; raising a limit takes the difference from the
- * device, as a real driver does, and lowering it gives it back.
+ * device, as a real driver does, and lowering it gives it back. A launch
+ * raises the stack for a kernel whose frame needs more (sim_stack_grow).
  */
 #include "sim.h"
 
@@ -43,20 +44,13 @@ void sim_limits_reset(struct sim_ctx *c)
 		c->limits[l] = defaults[l];
 }
 
-SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+/* Entered: sets limit of c to value, taking or giving back its memory. */
+static CUresult set_limit(struct sim_ctx *c, CUlimit limit, size_t value)
 {
-	CUresult rc = sim_enter();
 	size_t v[SIM_NLIMITS];
-	struct sim_ctx *c;
 	uint64_t bytes;
+	CUresult rc;
 
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	c = sim_ctx_current();
-	if (!c)
-		return sim_leave_rc(CUDA_ERROR_INVALID_CONTEXT);
-	if ((unsigned int)limit >= SIM_NLIMITS)
-		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
 	for (int l = 0; l < SIM_NLIMITS; l++)
 		v[l] = c->limits[l];
 	/* The driver rounds the stack up to a multiple of 16 bytes. */
@@ -66,13 +60,42 @@ SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 	if (bytes > c->limit_bytes) {
 		rc = sim_charge(c->dev, bytes - c->limit_bytes);
 		if (rc != CUDA_SUCCESS)
-			return sim_leave_rc(rc);
+			return rc;
 	} else if (bytes < c->limit_bytes) {
 		sim_uncharge(c->dev, c->limit_bytes - bytes);
 	}
 	c->limit_bytes = bytes;
 	c->limits[limit] = v[limit];
-	return sim_leave_rc(CUDA_SUCCESS);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	CUresult rc = sim_enter();
+	struct sim_ctx *c;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	c = sim_ctx_current();
+	if (!c)
+		return sim_leave_rc(CUDA_ERROR_INVALID_CONTEXT);
+	if ((unsigned int)limit >= SIM_NLIMITS)
+		return sim_leave_rc(CUDA_ERROR_INVALID_VALUE);
+	return sim_leave_rc(set_limit(c, limit, value));
+}
+
+/*
+ * A launch of a kernel whose frame needs stack bytes per thread: "the
+ * driver automatically increases the per-thread stack size for each kernel
+ * launch as needed" and does not lower it after (cuCtxSetLimit), taking
+ * the memory for every resident thread. Entered.
+ */
+CUresult sim_stack_grow(struct sim_ctx *c, uint64_t stack)
+{
+	if (stack <= c->limits[CU_LIMIT_STACK_SIZE])
+		return CUDA_SUCCESS;
+	return set_limit(c, CU_LIMIT_STACK_SIZE, stack) == CUDA_SUCCESS ?
+		       CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 }
 
 SIM_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)

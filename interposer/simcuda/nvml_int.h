@@ -41,6 +41,41 @@ typedef struct nvmlUtilization_st {
 	unsigned int memory;
 } nvmlUtilization_t;
 
+/*
+ * A process with a compute context on a device (nvml.h): the legacy layout
+ * of nvmlDeviceGetComputeRunningProcesses, that of _v2, and nvmlProcessInfo_t
+ * of _v3. gpuInstanceId and computeInstanceId are 0xFFFFFFFF outside MIG.
+ */
+typedef struct nvmlProcessInfo_v1_st {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct nvmlProcessInfo_v2_st {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+} nvmlProcessInfo_v2_t;
+
+typedef struct nvmlProcessInfo_st {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* The running processes of nvml_proc.c (NVIDIA's signatures). */
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+						  unsigned int *infoCount,
+						  nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(
+	nvmlDevice_t device, unsigned int *infoCount,
+	nvmlProcessInfo_v2_t *infos);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+						     unsigned int *infoCount,
+						     nvmlProcessInfo_t *infos);
+
 /* The NVML entry points of nvml_event.c (NVIDIA's signatures). */
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
 					   nvmlUtilization_t *utilization);

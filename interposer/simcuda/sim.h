@@ -96,6 +96,7 @@ struct sim_func {
 	struct sim_func *per_ctx;	/* a kernel's functions, by context */
 	unsigned int block[3];		/* cuFuncSetBlockShape */
 	unsigned int param_size;	/* cuParamSetSize */
+	uint64_t stack;			/* per thread: its PTX's .local frame */
 	unsigned char params[SIM_PARAM_BYTES];	/* cuParamSetv */
 	char name[];
 };
@@ -207,6 +208,8 @@ void sim_handle_del(const void *h);
 struct sim_ctx *sim_ctx_current(void);
 /* Limits back to the defaults, and their memory with them (limit.c). */
 void sim_limits_reset(struct sim_ctx *c);
+/* A launch needing stack bytes per thread raises the limit (limit.c). */
+CUresult sim_stack_grow(struct sim_ctx *c, uint64_t stack);
 
 /* memory.c */
 CUresult sim_charge(int dev, uint64_t bytes);
@@ -288,6 +291,15 @@ void sim_event_free(struct sim_entry *e);
 
 /* module.c */
 void sim_module_free(struct sim_entry *e);
+/* A library kernel's copy of its library in c (a lazy load); entered. */
+CUresult sim_kernel_load(struct sim_func *k, struct sim_ctx *c);
+void sim_libraries_drop_ctx(struct sim_ctx *c);
+
+/* module_mem.c: one copy's device bytes; an image file, NUL-terminated. */
+uint64_t sim_image_bytes(const char *text, uint64_t len);
+/* The .local bytes (a thread's stack frame) declared in [body, end). */
+uint64_t sim_local_bytes(const char *body, const char *end);
+CUresult sim_read_image(const char *path, char **text, uint64_t *len);
 
 /*
  * capture.c: stream capture. Called entered (sim.lock held).

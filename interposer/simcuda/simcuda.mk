@@ -12,6 +12,9 @@ SIM_CUDA += pool_loc
 # CUDA_VISIBLE_DEVICES: ordinals to physical devices.
 SIM_CUDA += visible
 SIM_NVML := nvml nvml_event
+# Loaded images' device memory; NVML's running processes.
+SIM_CUDA += module_mem
+SIM_NVML += nvml_proc
 
 SIM_CUDA_OBJS := $(addprefix $(SIM_OBJDIR)/,$(addsuffix .o,$(SIM_CUDA) $(SIM_COMMON)))
 SIM_NVML_OBJS := $(addprefix $(SIM_OBJDIR)/,$(addsuffix .o,$(SIM_NVML) $(SIM_COMMON)))

@@ -520,6 +520,29 @@ int simst_used(int dev, uint64_t *used)
 	return 0;
 }
 
+int simst_procs(int dev, struct simst_proc *out, int max)
+{
+	int n = 0;
+
+	if (!shm || dev < 0 || dev >= (int)shm->ndev)
+		return -1;
+	sh_lock();
+	reap_locked();
+	for (int i = 0; i < SIMST_SLOTS; i++) {
+		const struct simst_slot *s = &shm->slot[i];
+
+		if (s->state != SLOT_LIVE || !s->used[dev])
+			continue;
+		if (n < max) {
+			out[n].pid = s->pid;
+			out[n].used = s->used[dev];
+		}
+		n++;
+	}
+	sh_unlock();
+	return n;
+}
+
 static void sleep_until(uint64_t ns)
 {
 	struct timespec ts = {

@@ -54,6 +54,18 @@ int simst_charge(int dev, uint64_t bytes);
 void simst_uncharge(int dev, uint64_t bytes);
 int simst_used(int dev, uint64_t *used);
 
+/* A live process and the device memory it holds on one device. */
+struct simst_proc {
+	int32_t pid;
+	uint64_t used;
+};
+
+/*
+ * The live processes holding memory on dev, after reaping the dead: fills
+ * up to max of them and returns how many there are, or -1 for a bad dev.
+ */
+int simst_procs(int dev, struct simst_proc *out, int max);
+
 uint64_t simst_now_ns(void);
 void simst_engine_run(int dev, uint64_t duration_ns);
 int simst_stats(int dev, int pid, uint64_t *busy_ns, uint64_t *kernels);

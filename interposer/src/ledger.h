@@ -21,7 +21,10 @@ struct gs_ledger_ops {
 	/* 0, -ENOMEM when the charge would pass the cap, or another -errno. */
 	int (*charge)(struct gs_ledger *l, uint64_t bytes);
 	void (*uncharge)(struct gs_ledger *l, uint64_t bytes);
-	/* Current total of the vGPU (all processes) and its cap. */
+	/*
+	 * What the vGPU uses (all processes' charges, and the bytes the
+	 * agent found the driver holds beyond them) and its cap.
+	 */
 	int (*usage)(struct gs_ledger *l, uint64_t *used, uint64_t *cap);
 	/* Called in the child after fork(): it owns none of the parent's bytes. */
 	void (*after_fork_child)(struct gs_ledger *l);

@@ -167,9 +167,18 @@ static void lf_sub_used(struct gs_file_ledger *l, uint64_t bytes)
 		st64(&l->hdr->used_bytes, lf_sum_slots(l->slots));
 }
 
-static int lf_room(const struct gs_lf_header *h, uint64_t bytes)
+/* The vGPU's use: the slots' bytes and the driver's unseen ones. */
+static uint64_t lf_in_use(const struct gs_lf_header *h)
 {
 	uint64_t used = ld64(&h->used_bytes);
+	uint64_t unseen = ld64(&h->unseen_bytes);
+
+	return used + unseen < used ? UINT64_MAX : used + unseen;
+}
+
+static int lf_room(const struct gs_lf_header *h, uint64_t bytes)
+{
+	uint64_t used = lf_in_use(h);
 	uint64_t cap = ld64(&h->cap_bytes);
 
 	return used <= cap && bytes <= cap - used;
@@ -467,7 +476,7 @@ static int lf_usage(struct gs_ledger *gl, uint64_t *used, uint64_t *cap)
 		return err;
 	if (lf_reap_due(l->hdr, now))
 		lf_reap_locked(l, now);	/* best effort */
-	*used = ld64(&l->hdr->used_bytes);
+	*used = lf_in_use(l->hdr);
 	*cap = ld64(&l->hdr->cap_bytes);
 	lf_unlock(l);
 	return 0;

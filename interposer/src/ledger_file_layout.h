@@ -96,8 +96,16 @@ struct gs_lf_header {
 	uint64_t reaped;		/* dead processes reclaimed */
 	uint8_t pad2[24];
 
-	/* Line 3: room to grow within the version. */
-	uint8_t reserved[64];
+	/*
+	 * Line 3: room to grow within the version (a file made before a
+	 * field was added has zero there). unseen_bytes: device memory the
+	 * driver holds for the container's processes beyond the slots'
+	 * bytes, found and written by the agent (one atomic store, without
+	 * the lock: the container may hold it); a charge counts it against
+	 * the cap. Not part of used_bytes, which stays the slots' sum.
+	 */
+	uint64_t unseen_bytes;
+	uint8_t reserved[56];
 };
 
 struct gs_lf_slot {
@@ -114,7 +122,7 @@ static_assert(sizeof(pthread_mutex_t) <= 64, "mutex does not fit its line");
 static_assert(offsetof(struct gs_lf_header, lock) == 64, "header layout");
 static_assert(offsetof(struct gs_lf_header, used_bytes) == 128,
 	      "header layout");
-static_assert(offsetof(struct gs_lf_header, reserved) == 192,
+static_assert(offsetof(struct gs_lf_header, unseen_bytes) == 192,
 	      "header layout");
 static_assert(sizeof(struct gs_lf_header) == GS_LF_HEADER_SIZE,
 	      "header size");

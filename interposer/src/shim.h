@@ -309,6 +309,9 @@ enum gs_kind {
 	GS_HANDLE,	/* cuMemCreate */
 	GS_CONTEXT,	/* cuCtxCreate */
 	GS_LIMIT,	/* cuCtxSetLimit past the context's footprint */
+	/* Loaded images (module.c): bound to the context they loaded in. */
+	GS_MODULE,	/* cuModuleLoad* */
+	GS_LIBRARY,	/* cuLibraryLoad*: the copy of the context at its load */
 };
 
 struct gs_alloc {

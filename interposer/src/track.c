@@ -107,7 +107,7 @@ bool gs_track_update(enum gs_kind kind, uint64_t key,
 static bool context_bound(enum gs_kind kind)
 {
 	return kind == GS_LINEAR || kind == GS_ARRAY || kind == GS_MIPMAP ||
-	       kind == GS_LIMIT;
+	       kind == GS_LIMIT || kind == GS_MODULE || kind == GS_LIBRARY;
 }
 
 /* Puts a node back after the driver refused to free what it records. */

@@ -247,6 +247,10 @@ int cmd_managed(int argc, char **argv);
 int cmd_alloc(int argc, char **argv);
 int cmd_hold(int argc, char **argv);
 int cmd_procaddr(int argc, char **argv);
+/* Loaded images (module.c). */
+int cmd_module(int argc, char **argv);
+int cmd_unseen(int argc, char **argv);
+int cmd_libgate(int argc, char **argv);
 int cmd_storm(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_watch(int argc, char **argv);

@@ -64,33 +64,49 @@ static void within_cap(size_t total, const char *when)
 		      when, (unsigned long long)used, total);
 }
 
-/* Queues a kernel of ns nanoseconds on s; false when this driver cannot. */
-static bool busy_stream(CUstream s, uint64_t ns, CUmodule *mod)
+/*
+ * The spin kernel, its module loaded in the current context, or NULL when
+ * this driver cannot. A loaded module takes device memory: load it before
+ * measuring what the vGPU has free.
+ */
+static CUfunction spin_kernel(CUmodule *mod)
 {
-	void *params[] = { &ns };
 	CUfunction f;
 
-	if (!cu.cuModuleLoadData || cu.cuModuleLoadData(mod, ptx) ||
-	    cu.cuModuleGetFunction(&f, *mod, "spin"))
-		return false;
-	return cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) ==
-	       CUDA_SUCCESS;
+	if (!cu.cuModuleLoadData || cu.cuModuleLoadData(mod, ptx))
+		return NULL;
+	if (cu.cuModuleGetFunction(&f, *mod, "spin")) {
+		cu.cuModuleUnload(*mod);
+		return NULL;
+	}
+	return f;
+}
+
+/* Queues a kernel of ns nanoseconds of f on s; false when this driver cannot. */
+static bool busy_stream(CUstream s, uint64_t ns, CUfunction f)
+{
+	void *params[] = { &ns };
+
+	return f && cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params,
+				      NULL) == CUDA_SUCCESS;
 }
 
 static int freeasync_linear(void)
 {
 	CUdeviceptr d1, d2;
 	size_t f, total;
+	CUfunction spin;
 	CUmodule mod;
 	CUstream s;
 	CUresult rc;
 
 	open_primary(0);
+	spin = spin_kernel(&mod);
 	mem_info(&f, &total);
 	CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	if (!CHECK(cu.cuMemAlloc_v2(&d1, f)))
 		return finish("edge freeasync_linear");
-	if (!busy_stream(s, 1000000000ULL, &mod)) {
+	if (!busy_stream(s, 1000000000ULL, spin)) {
 		notef("edge freeasync_linear: cannot keep a stream busy here");
 		return SKIP;
 	}
@@ -258,17 +274,19 @@ static int pending_free(void)
 	const size_t g = 2 * MIB;
 	CUdeviceptr a1, a2;
 	CUstream s1, s2;
+	CUfunction spin;
 	CUmodule mod;
 	size_t f;
 
 	open_primary(0);
+	spin = spin_kernel(&mod);
 	f = mem_free();
 	CHECK(cu.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
 	CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
 	if (!CHECK(cu.cuMemAllocAsync(&a1, g, s1)) ||
 	    !CHECK(cu.cuMemAllocAsync(&a2, g, s2)))
 		return finish("edge pending_free");
-	if (!busy_stream(s1, 1000000000ULL, &mod)) {
+	if (!busy_stream(s1, 1000000000ULL, spin)) {
 		notef("edge pending_free: cannot keep a stream busy here");
 		return SKIP;
 	}
@@ -528,10 +546,12 @@ static int freeasync_thread(void)
 	pthread_t t;
 
 	o.ctx = open_primary(0);
+	/* The module first: it takes device memory. */
+	if (!CHECK(cu.cuModuleLoadData(&mod, ptx)) ||
+	    !CHECK(cu.cuModuleGetFunction(&f, mod, "spin")))
+		return finish("edge freeasync_thread");
 	mem_info(&o.bytes, &o.total);
 	if (!CHECK(cu.cuMemAlloc_v2(&d, o.bytes)) ||
-	    !CHECK(cu.cuModuleLoadData(&mod, ptx)) ||
-	    !CHECK(cu.cuModuleGetFunction(&f, mod, "spin")) ||
 	    !CHECK(cu.cuLaunchKernel_ptsz(f, 1, 1, 1, 1, 1, 1, 0, NULL,
 					   params, NULL)) ||
 	    !CHECK(cu.cuMemFreeAsync_ptsz(d, NULL)) ||

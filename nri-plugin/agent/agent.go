@@ -186,7 +186,7 @@ func (a *Agent) allocate(pod *api.PodSandbox, ctr *api.Container, req *quota.Req
 	}
 	al := state.Allocation{Container: ctr.GetId(), Name: ctr.GetName(), Pod: pod.GetName(),
 		Namespace: pod.GetNamespace(), PodUID: pod.GetUid(), Enforce: a.opts.Enforce,
-		Created: time.Now().UTC()}
+		CgroupPath: cgroupPath(ctr.GetLinux().GetCgroupsPath()), Created: time.Now().UTC()}
 	for _, p := range ps {
 		al.VGPUs = append(al.VGPUs, state.VGPU{Card: p.Card, MemoryBytes: p.MemoryBytes,
 			Cores: p.Cores, Priority: int(req.Priority), Mode: int(p.Mode), KmodID: -1})
@@ -265,13 +265,28 @@ func (a *Agent) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*api.
 			continue
 		}
 		kept++
-		a.bindStarted(al, c)
+		a.bindStarted(a.recordCgroup(al, c), c)
 	}
 	if a.opts.Enforce == EnforceModule {
 		a.reconcileKernel()
 	}
 	a.opts.Log.Info("synchronized", "containers", len(ctrs), "allocations", kept)
 	return nil, nil
+}
+
+// recordCgroup fills in the cgroup of an allocation recorded without one
+// (by an agent of before the reconciliation); a.mu held.
+func (a *Agent) recordCgroup(al state.Allocation, c *api.Container) state.Allocation {
+	if al.CgroupPath != "" {
+		return al
+	}
+	if al.CgroupPath = cgroupPath(c.GetLinux().GetCgroupsPath()); al.CgroupPath == "" {
+		return al
+	}
+	if err := a.opts.Store.Put(al); err != nil {
+		a.opts.Log.Error("recording a container's cgroup", "id", al.Container, "error", err)
+	}
+	return al
 }
 
 // bindStarted binds (module mode) a container that started while the

@@ -19,6 +19,9 @@ type KmodAdmin interface {
 	CreateVGPU(kmod.VGPU) (uint32, error)
 	DestroyVGPU(card, id uint32) error
 	Stats(card, id uint32) (kmod.VGPUStats, error)
+	// SetUnseen sets the driver's bytes the vGPU's processes did not
+	// charge (the reconciliation, reconcile.go).
+	SetUnseen(card, id uint32, bytes uint64) error
 }
 
 // reconcileKernel destroys the vGPUs the module has on the agent's cards
@@ -147,6 +150,17 @@ func cgroupDir(root, path string) (string, error) {
 		}
 	}
 	return filepath.Join(root, slice, unit), nil
+}
+
+// cgroupPath is the container's cgroup relative to the cgroup root, as the
+// "0::" (or a v1 controller's) line of /proc/<pid>/cgroup names it; "" when
+// the runtime gave no usable cgroupsPath.
+func cgroupPath(cgroupsPath string) string {
+	p, err := cgroupDir("/", cgroupsPath)
+	if err != nil {
+		return ""
+	}
+	return p
 }
 
 // expandSlice turns systemd's "a-b-c.slice" into "a.slice/a-b.slice/a-b-c.slice".

@@ -23,11 +23,12 @@ type fakeKmod struct {
 	cards  map[uint32]kmod.Card
 	vgpus  map[[2]uint32]kmod.VGPU
 	nextID map[uint32]uint32
+	unseen map[[2]uint32]uint64
 }
 
 func newFakeKmod() *fakeKmod {
 	return &fakeKmod{cards: map[uint32]kmod.Card{}, vgpus: map[[2]uint32]kmod.VGPU{},
-		nextID: map[uint32]uint32{}}
+		nextID: map[uint32]uint32{}, unseen: map[[2]uint32]uint64{}}
 }
 
 func (f *fakeKmod) SetCard(c kmod.Card) error {
@@ -75,6 +76,23 @@ func (f *fakeKmod) Stats(card, id uint32) (kmod.VGPUStats, error) {
 		return kmod.VGPUStats{}, &kmod.Error{Op: "read vGPU", Errno: syscall.ENOENT}
 	}
 	return kmod.VGPUStats{Card: card, ID: id, Spec: v}, nil
+}
+
+func (f *fakeKmod) SetUnseen(card, id uint32, bytes uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.vgpus[[2]uint32{card, id}]; !ok {
+		return &kmod.Error{Op: "set unseen", Errno: syscall.ENOENT}
+	}
+	f.unseen[[2]uint32{card, id}] = bytes
+	return nil
+}
+
+func (f *fakeKmod) unseenOf(card, id uint32) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.unseen[[2]uint32{card, id}]
+	return b, ok
 }
 
 func (f *fakeKmod) list() []kmod.VGPU {

@@ -62,7 +62,8 @@ type Observer struct {
 
 	mu       sync.Mutex // the sampling state below; one sample at a time
 	prev     map[busyKey]busySample
-	problems map[string]bool // the last sample's, to log changes once
+	problems map[string]bool  // the last sample's, to log changes once
+	over     map[busyKey]bool // vGPUs whose driver figure passed the cap (reconcile.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -88,7 +89,7 @@ func (a *Agent) Observe(o ObserveOptions) *Observer {
 		o.Node, _ = os.Hostname()
 	}
 	ob := &Observer{a: a, o: o, prev: map[busyKey]busySample{}, problems: map[string]bool{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		over: map[busyKey]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	ob.Sample(time.Now())
 	go ob.run()
 	return ob
@@ -136,11 +137,12 @@ func (ob *Observer) Sample(now time.Time) *status.Node {
 	for i := range n.Cards {
 		byCard[n.Cards[i].Index] = &n.Cards[i]
 	}
-	ob.nvml(byCard, problem)
+	allocs := ob.a.opts.Store.All()
+	use := measureDriver(ob.nvml(byCard, problem), allocs)
 
 	busy := map[int]map[string]uint64{} // file mode: by card, read once
 	seen := map[busyKey]bool{}
-	for _, al := range ob.a.opts.Store.All() {
+	for _, al := range allocs {
 		for _, v := range al.VGPUs {
 			c := byCard[v.Card]
 			if c == nil {
@@ -170,14 +172,11 @@ func (ob *Observer) Sample(now time.Time) *status.Node {
 				seen[k] = true
 				s.CoreUsedPercent = ob.rate(k, *b, now)
 			}
+			ob.reconcile(&s, use, al, v, problem)
 			c.VGPUs = append(c.VGPUs, s)
 		}
 	}
-	for k := range ob.prev {
-		if !seen[k] {
-			delete(ob.prev, k)
-		}
-	}
+	ob.forget(allocs, seen)
 	for i := range n.Cards {
 		slices.SortFunc(n.Cards[i].VGPUs, func(x, y status.VGPU) int {
 			return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Pod, y.Pod),
@@ -190,13 +189,15 @@ func (ob *Observer) Sample(now time.Time) *status.Node {
 	return n
 }
 
-// nvml fills the cards' NVML figures.
-func (ob *Observer) nvml(byCard map[int]*status.Card, problem func(string, ...any)) {
+// nvml fills the cards' NVML figures and returns each card's processes
+// (the cards whose list NVML gave).
+func (ob *Observer) nvml(byCard map[int]*status.Card, problem func(string, ...any)) map[int][]gpu.ProcessMemory {
+	procs := map[int][]gpu.ProcessMemory{}
 	if ob.o.Cards == nil {
 		if ob.o.NVMLProblem != "" {
 			problem("%s", ob.o.NVMLProblem)
 		}
-		return
+		return procs
 	}
 	for _, s := range ob.o.Cards.Sample() {
 		c := byCard[s.Index]
@@ -204,8 +205,33 @@ func (ob *Observer) nvml(byCard map[int]*status.Card, problem func(string, ...an
 			continue
 		}
 		c.MemoryUsedBytes, c.UtilPercent, c.Healthy = s.MemoryUsedBytes, s.UtilPercent, s.Healthy
+		if s.Processes != nil {
+			procs[s.Index] = s.Processes
+		}
 		for _, p := range s.Problems {
 			problem("%s", p)
+		}
+	}
+	return procs
+}
+
+// forget drops the sampling state of vGPUs gone: the busy counters of
+// those not sampled now, the cap warnings of those no allocation holds.
+func (ob *Observer) forget(allocs []state.Allocation, seen map[busyKey]bool) {
+	for k := range ob.prev {
+		if !seen[k] {
+			delete(ob.prev, k)
+		}
+	}
+	held := map[busyKey]bool{}
+	for _, al := range allocs {
+		for _, v := range al.VGPUs {
+			held[busyKey{al.Container, v.Card}] = true
+		}
+	}
+	for k := range ob.over {
+		if !held[k] {
+			delete(ob.over, k)
 		}
 	}
 }

@@ -5,6 +5,7 @@ package agent
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -48,16 +49,7 @@ func TestObserveEndToEnd(t *testing.T) {
 	// Card 0 under policy 1 (fixed shares), card 1 too.
 	n := newNode(t, EnforceFile, cards16(2, 1)...)
 	rt := startRuntime(t, n)
-	mon, err := gpu.OpenMonitor(filepath.Join(testenv.Lib(), "libnvidia-ml.so.1"), []int{0, 1}, n.opts.Log)
-	require.NoError(t, err)
-	t.Cleanup(func() { mon.Close() })
-	ob := n.agent.Observe(ObserveOptions{Window: 200 * time.Millisecond, Cards: mon, Sched: ReadSchedFile})
-	t.Cleanup(ob.Close)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := metrics.Serve(l, metrics.MetricsHandler(metrics.Registry(ob.Snapshot), n.opts.Log), "metrics", n.opts.Log)
-	t.Cleanup(func() { srv.Close() })
-	url := "http://" + l.Addr().String() + "/metrics"
+	url := observing(t, n, []int{0, 1}, ObserveOptions{Sched: ReadSchedFile})
 
 	// "mem" holds memory on card 1; "tenant" computes on card 0 (a 30 %
 	// quota under policy 1: it gets about 30 % of the card).
@@ -115,14 +107,43 @@ func TestObserveEndToEnd(t *testing.T) {
 	}
 }
 
+// observing starts the agent's observer of n, every 200 ms, on the
+// simulated NVML's cards, and serves its /metrics: their URL.
+func observing(t *testing.T, n *testNode, cards []int, o ObserveOptions) string {
+	t.Helper()
+	mon, err := gpu.OpenMonitor(filepath.Join(testenv.Lib(), "libnvidia-ml.so.1"), cards, n.opts.Log)
+	require.NoError(t, err)
+	t.Cleanup(func() { mon.Close() })
+	o.Window, o.Cards = 200*time.Millisecond, mon
+	ob := n.agent.Observe(o)
+	t.Cleanup(ob.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := metrics.Serve(l, metrics.MetricsHandler(metrics.Registry(ob.Snapshot), n.opts.Log), "metrics", n.opts.Log)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String() + "/metrics"
+}
+
 // createNamed creates container id (named name) through NRI and returns
 // the environment of a process in it, on this host: the agent's
 // variables with the container paths mapped to the host's, the shim
 // preloaded and the simulated driver found.
 func (rt *runtime) createNamed(t *testing.T, id, name string, ann map[string]string, n *testNode, sim map[string]string) []string {
 	t.Helper()
+	return rt.createIn(t, id, name, "", ann, n, sim)
+}
+
+// createIn is createNamed for a container whose cgroupsPath the runtime
+// names ("" none).
+func (rt *runtime) createIn(t *testing.T, id, name, cgroupsPath string, ann map[string]string, n *testNode,
+	sim map[string]string) []string {
+	t.Helper()
+	c := &api.Container{Id: id, Name: name, PodSandboxId: "pod1"}
+	if cgroupsPath != "" {
+		c.Linux = &api.LinuxContainer{CgroupsPath: cgroupsPath}
+	}
 	resp, err := rt.r.CreateContainer(context.Background(), &adaptation.CreateContainerRequest{
-		Pod: pod(ann), Container: &api.Container{Id: id, Name: name, PodSandboxId: "pod1"}})
+		Pod: pod(ann), Container: c})
 	require.NoError(t, err)
 	e := env(resp.GetAdjust())
 	require.Equal(t, "file", e["GPUSLICE_ENFORCE"])
@@ -185,16 +206,22 @@ func startProc(t *testing.T, env []string, args ...string) *proc {
 
 func (p *proc) await(t *testing.T, line string) {
 	t.Helper()
+	p.next(t, fmt.Sprintf("%q", line), func(l string) bool { return l == line })
+}
+
+// next waits for the first line of stdout that match takes (what names it).
+func (p *proc) next(t *testing.T, what string, match func(string) bool) string {
+	t.Helper()
 	deadline := time.After(time.Minute)
 	for {
 		select {
 		case l, ok := <-p.lines:
-			require.True(t, ok, "gstest %v exited before %q", p.cmd.Args, line)
-			if l == line {
-				return
+			require.True(t, ok, "gstest %v exited before %s", p.cmd.Args, what)
+			if match(l) {
+				return l
 			}
 		case <-deadline:
-			t.Fatalf("gstest %v: no %q", p.cmd.Args, line)
+			t.Fatalf("gstest %v: no %s", p.cmd.Args, what)
 		}
 	}
 }

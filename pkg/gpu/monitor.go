@@ -23,12 +23,23 @@ var ApplicationXIDs = []uint64{13, 31, 43, 45, 68, 109}
 // it bounds how long Close waits for it.
 const eventWaitMs = 500
 
+// ProcessMemory is one process's device memory on a card, as the driver
+// itself counts it (NVML's running compute processes): all its contexts
+// took, whatever an interposer saw.
+type ProcessMemory struct {
+	PID   uint32 // as NVML reports it: the agent's (the host's) pid namespace
+	Bytes uint64
+}
+
 // CardSample is one card's figures from NVML. A nil field is one NVML
 // could not give; Problems says why.
 type CardSample struct {
 	Index           int
 	MemoryUsedBytes *uint64  // all processes on the card
 	UtilPercent     *float64 // NVML's utilization over its last period
+	// Processes are the card's compute processes and their memory;
+	// nil when NVML could not list them (an empty list is known).
+	Processes []ProcessMemory
 	// Healthy is false once a critical XID was reported for the card
 	// (sticky until the agent restarts, as NVIDIA's device plugin does),
 	// nil when its events could not be watched.
@@ -244,11 +255,33 @@ func (m *Monitor) Sample() []CardSample {
 			} else {
 				s.Problems = append(s.Problems, fmt.Sprintf("NVML: card %d: utilization: %v", c.index, ret))
 			}
+			s.Processes, s.Problems = processes(c, s.Problems)
 		}
 		out[i] = s
 	}
 	return out
 }
+
+// processes lists a card's compute processes, or nil with a problem. A
+// process whose memory NVML does not know (NVML_VALUE_NOT_AVAILABLE)
+// leaves the whole list unknown: a partial sum would understate.
+func processes(c monCard, problems []string) ([]ProcessMemory, []string) {
+	ps, ret := c.dev.GetComputeRunningProcesses()
+	if ret != nvml.SUCCESS {
+		return nil, append(problems, fmt.Sprintf("NVML: card %d: running processes: %v", c.index, ret))
+	}
+	out := make([]ProcessMemory, 0, len(ps))
+	for _, p := range ps {
+		if p.UsedGpuMemory == nvmlValueNotAvailable {
+			return nil, append(problems, fmt.Sprintf("NVML: card %d: the memory of process %d is not available", c.index, p.Pid))
+		}
+		out = append(out, ProcessMemory{PID: p.Pid, Bytes: p.UsedGpuMemory})
+	}
+	return out, problems
+}
+
+// nvmlValueNotAvailable is NVML_VALUE_NOT_AVAILABLE as a 64-bit value.
+const nvmlValueNotAvailable = ^uint64(0)
 
 // Close stops watching events and shuts NVML down.
 func (m *Monitor) Close() error {

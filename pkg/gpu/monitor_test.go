@@ -31,6 +31,9 @@ func monDevice(i int, used uint64, util uint32) *mock.Device {
 	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 		return nvml.Utilization{Gpu: util}, nvml.SUCCESS
 	}
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: uint32(100 + i), UsedGpuMemory: used}}, nvml.SUCCESS
+	}
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
 		return nvml.EventTypeXidCriticalError | nvml.EventTypeSingleBitEccError, nvml.SUCCESS
 	}
@@ -95,8 +98,10 @@ func TestMonitorSample(t *testing.T) {
 	assert.Equal(t, 40.0, *s[0].UtilPercent)
 	assert.True(t, *s[0].Healthy)
 	assert.Empty(t, s[0].Problems)
+	assert.Equal(t, []ProcessMemory{{PID: 100, Bytes: 1 << 30}}, s[0].Processes)
 	assert.Equal(t, uint64(2<<30), *s[1].MemoryUsedBytes)
 	assert.Equal(t, 0.0, *s[1].UtilPercent, "a real zero is a zero")
+	assert.Equal(t, []ProcessMemory{{PID: 101, Bytes: 2 << 30}}, s[1].Processes)
 	require.NoError(t, m.Close())
 	assert.True(t, lib.freed)
 	assert.Equal(t, 1, lib.shutdowns)
@@ -143,14 +148,39 @@ func TestMonitorDegraded(t *testing.T) {
 		d := monDevice(0, 0, 0)
 		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
 		d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED }
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
 		m, err := StartMonitor(newEventLib(d), "", []int{0}, quiet)
 		require.NoError(t, err)
 		defer m.Close()
 		s := m.Sample()[0]
 		assert.Nil(t, s.MemoryUsedBytes)
 		assert.Nil(t, s.UtilPercent)
+		assert.Nil(t, s.Processes)
 		assert.Equal(t, []string{"NVML: card 0: memory info: ERROR_GPU_IS_LOST",
-			"NVML: card 0: utilization: ERROR_NOT_SUPPORTED"}, s.Problems)
+			"NVML: card 0: utilization: ERROR_NOT_SUPPORTED",
+			"NVML: card 0: running processes: ERROR_NO_PERMISSION"}, s.Problems)
+	})
+	t.Run("a process's memory not available", func(t *testing.T) {
+		d := monDevice(0, 0, 0)
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+			return []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1 << 20}, {Pid: 8, UsedGpuMemory: ^uint64(0)}}, nvml.SUCCESS
+		}
+		m, err := StartMonitor(newEventLib(d), "", []int{0}, quiet)
+		require.NoError(t, err)
+		defer m.Close()
+		s := m.Sample()[0]
+		assert.Nil(t, s.Processes, "a partial list would understate")
+		assert.Equal(t, []string{"NVML: card 0: the memory of process 8 is not available"}, s.Problems)
+	})
+	t.Run("no process", func(t *testing.T) {
+		d := monDevice(0, 0, 0)
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+		m, err := StartMonitor(newEventLib(d), "", []int{0}, quiet)
+		require.NoError(t, err)
+		defer m.Close()
+		s := m.Sample()[0]
+		assert.NotNil(t, s.Processes, "known: none")
+		assert.Empty(t, s.Processes)
 	})
 	t.Run("unknown card", func(t *testing.T) {
 		m, err := StartMonitor(newEventLib(monDevice(0, 0, 0)), "", []int{0, 3}, quiet)

@@ -118,7 +118,11 @@ func TestMonitorSimulatedLibrary(t *testing.T) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() && sc.Text() != "ready" {
 	}
-	assert.Equal(t, uint64(64<<20), *m.Sample()[1].MemoryUsedBytes)
+	s = m.Sample()
+	assert.Equal(t, uint64(64<<20), *s[1].MemoryUsedBytes)
+	// The driver's per-process figure (nvmlDeviceGetComputeRunningProcesses_v3).
+	assert.Equal(t, []ProcessMemory{{PID: uint32(hold.Process.Pid), Bytes: 64 << 20}}, s[1].Processes)
+	assert.Equal(t, []ProcessMemory{}, s[0].Processes, "nobody holds memory on card 0")
 
 	// Kernels back to back on card 0 for a second: its utilization over
 	// the period since the last sample is well above 0, card 1's is 0.

@@ -103,6 +103,17 @@ type VGPUStats struct {
 	Pad      uint32
 }
 
+// VGPUUnseen is struct gpuslice_vgpu_unseen: the device memory the driver
+// holds for a vGPU beyond its processes' charges, which the module counts
+// against the cap.
+type VGPUUnseen struct {
+	Card    uint32
+	ID      uint32
+	Bytes   uint64
+	MemUsed uint64 // out: bytes charged
+	MemCap  uint64 // out
+}
+
 // Attach is struct gpuslice_attach.
 type Attach struct {
 	Card     uint32
@@ -180,4 +191,7 @@ var (
 	IocMeminfo     = ioc(iocRead|iocWrite, 0x23, unsafe.Sizeof(Charge{}))
 	IocAcquire     = ioc(iocRead|iocWrite, 0x24, unsafe.Sizeof(Acquire{}))
 	IocRelease     = ioc(iocWrite, 0x25, unsafe.Sizeof(Release{}))
+
+	IocVGPUUnseen    = ioc(iocRead|iocWrite, 0x03, unsafe.Sizeof(VGPUUnseen{}))
+	IocVGPUSetUnseen = ioc(iocRead|iocWrite, 0x14, unsafe.Sizeof(VGPUUnseen{}))
 )

@@ -86,6 +86,8 @@ func explain(op string, errno syscall.Errno) string {
 		why = "over the vGPU's memory cap"
 	case syscall.ENOTCONN:
 		why = "not attached to that card"
+	case syscall.ENOTTY:
+		why = "the module does not know this call (an older gpuslice.ko)"
 	}
 	if why == "" {
 		return errno.Error()
@@ -156,6 +158,21 @@ func (c *Client) Stats(card, id uint32) (VGPUStats, error) {
 	s := VGPUStats{Card: card, ID: id}
 	err := c.ioctl(IocVGPUStats, unsafe.Pointer(&s), fmt.Sprintf("read vGPU %d on card %d", id, card))
 	return s, err
+}
+
+// Unseen reads a vGPU's unseen bytes (SetUnseen) with its charges and cap.
+func (c *Client) Unseen(card, id uint32) (VGPUUnseen, error) {
+	u := VGPUUnseen{Card: card, ID: id}
+	err := c.ioctl(IocVGPUUnseen, unsafe.Pointer(&u), fmt.Sprintf("read the unseen bytes of vGPU %d on card %d", id, card))
+	return u, err
+}
+
+// SetUnseen sets the device memory the driver holds for a vGPU's processes
+// beyond what they charged; the module counts it against the vGPU's cap.
+// A module older than the call answers ENOTTY.
+func (c *Client) SetUnseen(card, id uint32, bytes uint64) error {
+	u := VGPUUnseen{Card: card, ID: id, Bytes: bytes}
+	return c.ioctl(IocVGPUSetUnseen, unsafe.Pointer(&u), fmt.Sprintf("set the unseen bytes of vGPU %d on card %d", id, card))
 }
 
 // Attach binds this file to the vGPU of the caller's cgroup on a card.

@@ -75,19 +75,26 @@ func TestGuestAdminCalls(t *testing.T) {
 	assert.ErrorIs(t, c.DestroyVGPU(3, a), syscall.ENOENT)
 }
 
+// memoryVGPU is an 8 MiB memory vGPU on card, bound to a new cgroup
+// name: the admin's client, the cgroup's directory and the vGPU's id.
+func memoryVGPU(t *testing.T, card uint32, name string) (*Client, string, uint32) {
+	c, err := Open("")
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetCard(Card{Card: card, Policy: PolicyNative, MaxInst: 20}))
+	dir, id := cgroup(t, name)
+	vid, err := c.CreateVGPU(VGPU{Card: card, CgroupID: id, MemCap: 8 << 20, Mode: ModeMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.DestroyVGPU(card, vid) })
+	return c, dir, vid
+}
+
 // A process in the vGPU's cgroup attaches and is held to the cap.
 func TestGuestClientCalls(t *testing.T) {
 	testenv.InGuest(t)
-	c, err := Open("")
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetCard(Card{Card: 4, Policy: PolicyNative, MaxInst: 20}))
-	dir, id := cgroup(t, "gokmodC")
-	vid, err := c.CreateVGPU(VGPU{Card: 4, CgroupID: id, MemCap: 8 << 20, Mode: ModeMemory})
-	require.NoError(t, err)
-	defer c.DestroyVGPU(4, vid)
+	c, dir, vid := memoryVGPU(t, 4, "gokmodC")
 
-	_, err = c.Attach(4)
+	_, err := c.Attach(4)
 	assert.ErrorIs(t, err, syscall.ENOENT, "not in the cgroup yet")
 	enter(t, dir)
 	cl, err := Open("")
@@ -112,4 +119,33 @@ func TestGuestClientCalls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, s.MemUsed)
 	assert.Zero(t, s.NProcs)
+}
+
+// The unseen bytes the agent sets count against the cap of the vGPU's
+// processes, and read back with their charges.
+func TestGuestUnseen(t *testing.T) {
+	testenv.InGuest(t)
+	c, dir, vid := memoryVGPU(t, 5, "gokmodU")
+	require.NoError(t, c.SetUnseen(5, vid, 3<<20))
+
+	enter(t, dir)
+	cl, err := Open("")
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = cl.Attach(5)
+	require.NoError(t, err)
+	_, err = cl.Charge(5, 5<<20+1)
+	assert.ErrorIs(t, err, syscall.ENOMEM, "3 MiB unseen leave 5 MiB")
+	ch, err := cl.Charge(5, 5<<20)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(8<<20), ch.MemUsed, "the usage counts the unseen bytes")
+
+	u, err := c.Unseen(5, vid)
+	require.NoError(t, err)
+	assert.Equal(t, VGPUUnseen{Card: 5, ID: vid, Bytes: 3 << 20, MemUsed: 5 << 20, MemCap: 8 << 20}, u)
+	assert.ErrorIs(t, c.SetUnseen(5, vid, 1<<63), syscall.EINVAL)
+	assert.ErrorIs(t, c.SetUnseen(5, 63, 0), syscall.ENOENT)
+	require.NoError(t, c.SetUnseen(5, vid, 0))
+	_, err = cl.Charge(5, 3<<20)
+	require.NoError(t, err, "nothing unseen: the whole cap")
 }

@@ -11,4 +11,4 @@ package ledger
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "f2ca825a545b82b33e2984b6be6a941564757829a122bafcda3c449cdf0d3e02"
+const cSourcesHash = "708bdd7570c8a9dd085e0a19e5c4dff5bf2bf9d4de80466e0bed7c4544c53047"

@@ -86,7 +86,8 @@ func open(path string, capBytes uint64, flags C.uint) (*Ledger, error) {
 // Path returns the path the ledger was opened with.
 func (l *Ledger) Path() string { return l.path }
 
-// Usage returns the bytes charged by all processes of the vGPU and its cap.
+// Usage returns what the vGPU uses, the bytes charged by all its processes
+// and the unseen bytes the agent wrote (WriteUnseen), and its cap.
 // It also reclaims the bytes of dead processes when the last reclaim is
 // older than 250 ms, like every user of the ledger does.
 func (l *Ledger) Usage() (used, capBytes uint64, err error) {

@@ -29,6 +29,7 @@ const (
 	offSize    = 16
 	offCap     = 24
 	offUsed    = 128 // the header's total, kept under the lock
+	offUnseen  = 192 // the agent's unseen bytes (WriteUnseen)
 	offSlotSt  = 0   // within a slot: its state
 	offSlotB   = 16  // within a slot: the bytes its owner charged
 )
@@ -46,6 +47,9 @@ type Snapshot struct {
 	// Total is the header's running total, dead processes included until
 	// they are reaped (for diagnostics).
 	Total uint64
+	// Unseen is what the agent last wrote with WriteUnseen (a container
+	// can write it too: the file is its own).
+	Unseen uint64
 }
 
 // Peek reads the usage of the ledger file at path without its lock and
@@ -61,33 +65,49 @@ type Snapshot struct {
 // name a regular file (no symbolic link, no FIFO: a container controls
 // the directory); a file truncated while read gives an error, not a crash.
 func Peek(path string) (Snapshot, error) {
-	f, fi, err := untrusted.OpenRegular(path)
-	switch {
-	case errors.Is(err, untrusted.ErrNotRegular):
-		return Snapshot{}, notLedger(path)
-	case err != nil:
-		return Snapshot{}, fmt.Errorf("ledger peek: %w", err)
+	f, mem, err := mapLedger(path, "ledger peek", false)
+	if err != nil {
+		return Snapshot{}, err
 	}
 	defer f.Close()
-	if fi.Size() != peekFileSize {
-		return Snapshot{}, notLedger(path)
-	}
-	fd := int(f.Fd())
-	mem, err := unix.Mmap(fd, 0, peekFileSize, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return Snapshot{}, &os.PathError{Op: "ledger peek: mmap", Path: path, Err: err}
-	}
 	defer unix.Munmap(mem)
-	s, err := peekMapped(fd, mem)
+	s, err := peekMapped(int(f.Fd()), mem)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("ledger peek %s: %w", path, err)
 	}
 	return s, nil
 }
 
-func notLedger(path string) error {
-	return fmt.Errorf("ledger peek %s: not a ledger file of this version (want a regular file of %d bytes): %w",
-		path, peekFileSize, syscall.EINVAL)
+// mapLedger opens the ledger file at path (a regular file itself, of a
+// ledger's size) and maps it whole, read-only or writable; op names the
+// caller in errors. The caller closes the file and unmaps.
+func mapLedger(path, op string, write bool) (*os.File, []byte, error) {
+	open, prot := untrusted.OpenRegular, unix.PROT_READ
+	if write {
+		open, prot = untrusted.OpenRegularWrite, unix.PROT_READ|unix.PROT_WRITE
+	}
+	f, fi, err := open(path)
+	switch {
+	case errors.Is(err, untrusted.ErrNotRegular):
+		return nil, nil, notLedger(op, path)
+	case err != nil:
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if fi.Size() != peekFileSize {
+		f.Close()
+		return nil, nil, notLedger(op, path)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, peekFileSize, prot, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, nil, &os.PathError{Op: op + ": mmap", Path: path, Err: err}
+	}
+	return f, mem, nil
+}
+
+func notLedger(op, path string) error {
+	return fmt.Errorf("%s %s: not a ledger file of this version (want a regular file of %d bytes): %w",
+		op, path, peekFileSize, syscall.EINVAL)
 }
 
 // errTruncated is a fault on the mapping: the file shrank under us.
@@ -103,20 +123,12 @@ func peekMapped(fd int, mem []byte) (s Snapshot, err error) {
 			s, err = Snapshot{}, errTruncated
 		}
 	}()
-	if string(mem[:len(peekMagic)]) != peekMagic {
-		return s, fmt.Errorf("no ledger magic: %w", syscall.EPROTO)
-	}
-	if v := atomic.LoadUint32(word32(mem, offVersion)); v != peekVersion {
-		return s, fmt.Errorf("ledger version %d, this agent reads %d: %w", v, peekVersion, syscall.EPROTO)
-	}
-	if n := atomic.LoadUint32(word32(mem, offNSlots)); n != MaxProcs {
-		return s, fmt.Errorf("%d slots, want %d: %w", n, MaxProcs, syscall.EPROTO)
-	}
-	if n := atomic.LoadUint64(word64(mem, offSize)); n != peekFileSize {
-		return s, fmt.Errorf("size field %d, want %d: %w", n, peekFileSize, syscall.EPROTO)
+	if err := checkHeader(mem); err != nil {
+		return s, err
 	}
 	s.Cap = atomic.LoadUint64(word64(mem, offCap))
 	s.Total = atomic.LoadUint64(word64(mem, offUsed))
+	s.Unseen = atomic.LoadUint64(word64(mem, offUnseen))
 	for i := 0; i < MaxProcs; i++ {
 		off := peekHeaderSize + i*peekSlotSize
 		if atomic.LoadUint64(word64(mem, off+offSlotSt)) != peekSlotUsed {
@@ -132,6 +144,23 @@ func peekMapped(fd int, mem []byte) (s Snapshot, err error) {
 		}
 	}
 	return s, nil
+}
+
+// checkHeader checks that the mapped file is a ledger of this layout.
+func checkHeader(mem []byte) error {
+	if string(mem[:len(peekMagic)]) != peekMagic {
+		return fmt.Errorf("no ledger magic: %w", syscall.EPROTO)
+	}
+	if v := atomic.LoadUint32(word32(mem, offVersion)); v != peekVersion {
+		return fmt.Errorf("ledger version %d, this agent reads %d: %w", v, peekVersion, syscall.EPROTO)
+	}
+	if n := atomic.LoadUint32(word32(mem, offNSlots)); n != MaxProcs {
+		return fmt.Errorf("%d slots, want %d: %w", n, MaxProcs, syscall.EPROTO)
+	}
+	if n := atomic.LoadUint64(word64(mem, offSize)); n != peekFileSize {
+		return fmt.Errorf("size field %d, want %d: %w", n, peekFileSize, syscall.EPROTO)
+	}
+	return nil
 }
 
 // slotHeld says whether another open file description (a live process)

@@ -15,8 +15,8 @@ import (
 
 // Peek's constants are the C header's.
 func TestPeekLayout(t *testing.T) {
-	want := [12]uint64{peekVersion, peekHeaderSize, peekSlotSize, peekFileSize, peekSlotUsed,
-		offVersion, offNSlots, offSize, offCap, offUsed, offSlotSt, offSlotB}
+	want := [13]uint64{peekVersion, peekHeaderSize, peekSlotSize, peekFileSize, peekSlotUsed,
+		offVersion, offNSlots, offSize, offCap, offUsed, offSlotSt, offSlotB, offUnseen}
 	assert.Equal(t, want, cLayout())
 }
 
@@ -76,9 +76,17 @@ func TestPeekIgnoresTheLock(t *testing.T) {
 	}
 }
 
-func TestPeekRefuses(t *testing.T) {
+// refusal is a file a container can put in a ledger's place, and what
+// reading it must answer.
+type refusal struct {
+	name, path string
+	want       error
+	msg        string
+}
+
+// refusals makes them in a scratch directory, next to the good ledger.
+func refusals(t *testing.T, good string) []refusal {
 	dir := t.TempDir()
-	good, _ := newLedger(t, 16*mib)
 	short := filepath.Join(dir, "short")
 	require.NoError(t, os.WriteFile(short, []byte("gsledger"), 0o644))
 	wrongMagic := filepath.Join(dir, "magic")
@@ -87,26 +95,33 @@ func TestPeekRefuses(t *testing.T) {
 	require.NoError(t, os.Symlink(good, link))
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
-
-	for _, tc := range []struct {
-		name, path string
-		want       error
-		msg        string
-	}{
+	return []refusal{
 		{"missing", filepath.Join(dir, "none"), os.ErrNotExist, "no such file"},
 		{"too short", short, syscall.EINVAL, "not a ledger file of this version"},
 		{"not a ledger", wrongMagic, syscall.EPROTO, "no ledger magic"},
 		{"symbolic link", link, syscall.ELOOP, "too many levels"},
 		{"a FIFO does not block", fifo, syscall.EINVAL, "not a ledger file"},
 		{"a directory", dir, syscall.EINVAL, "not a ledger file"},
-	} {
+	}
+}
+
+func checkRefusals(t *testing.T, cases []refusal, read func(path string) error) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Peek(tc.path)
+			err := read(tc.path)
 			require.Error(t, err)
 			assert.True(t, errors.Is(err, tc.want), "%v is not %v", err, tc.want)
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
+}
+
+func TestPeekRefuses(t *testing.T) {
+	good, _ := newLedger(t, 16*mib)
+	checkRefusals(t, refusals(t, good), func(path string) error {
+		_, err := Peek(path)
+		return err
+	})
 }
 
 // A file truncated under the mapping (a container may do that to its

@@ -24,6 +24,7 @@ static inline void gs_go_layout(uint64_t *out)
 	out[9] = offsetof(struct gs_lf_header, used_bytes);
 	out[10] = offsetof(struct gs_lf_slot, state);
 	out[11] = offsetof(struct gs_lf_slot, bytes);
+	out[12] = offsetof(struct gs_lf_header, unseen_bytes);
 }
 */
 import "C"
@@ -156,10 +157,10 @@ func (l *Ledger) rawCharge(n uint64) error {
 }
 
 // cLayout is the C ledger's layout, in the order of gs_go_layout.
-func cLayout() [12]uint64 {
-	var out [12]C.uint64_t
+func cLayout() [13]uint64 {
+	var out [13]C.uint64_t
 	C.gs_go_layout(&out[0])
-	var r [12]uint64
+	var r [13]uint64
 	for i, v := range out {
 		r[i] = uint64(v)
 	}

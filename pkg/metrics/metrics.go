@@ -35,6 +35,10 @@ var (
 		"vGPU compute used over the agent's sampling window: busy time / window, percent of the card.", vgpuLabels, nil)
 	vgpuProcs = prometheus.NewDesc("xgpu_processes",
 		"Processes holding the vGPU.", vgpuLabels, nil)
+	memoryDriver = prometheus.NewDesc("xgpu_memory_driver_used",
+		"Device memory the driver reports for the container's processes on the card (NVML's running processes), bytes.", vgpuLabels, nil)
+	memoryUnseen = prometheus.NewDesc("xgpu_memory_unseen",
+		"Driver-reported vGPU memory beyond what the container's processes charged, counted against the cap from the next allocation on, bytes.", vgpuLabels, nil)
 
 	deviceHealth = prometheus.NewDesc("xgpu_device_health",
 		"Card health: 0 healthy, 1 unhealthy (a critical XID).", cardLabels, nil)
@@ -73,7 +77,7 @@ func New(snap func() *status.Node) *Collector { return &Collector{snap: snap} }
 
 // Describe sends every series' description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{memoryTotal, memoryUsed, coreTotal, coreUsed, vgpuProcs,
+	for _, d := range []*prometheus.Desc{memoryTotal, memoryUsed, coreTotal, coreUsed, vgpuProcs, memoryDriver, memoryUnseen,
 		deviceHealth, schedulePolicy, deviceMemTotal, deviceMemUsed, deviceUtil, deviceRatio,
 		deviceVGPUs, nodeVGPUs, nodeAllocated, nodeSourceErrors} {
 		ch <- d
@@ -134,6 +138,12 @@ func (c *Collector) vgpu(ch chan<- prometheus.Metric, v *status.VGPU, card, uuid
 	}
 	if v.Processes != nil {
 		gauge(ch, vgpuProcs, float64(*v.Processes), v.Namespace, v.Pod, v.Container, card, uuid, id)
+	}
+	if v.MemoryDriverBytes != nil {
+		gauge(ch, memoryDriver, float64(*v.MemoryDriverBytes), v.Namespace, v.Pod, v.Container, card, uuid, id)
+	}
+	if v.MemoryUnseenBytes != nil {
+		gauge(ch, memoryUnseen, float64(*v.MemoryUnseenBytes), v.Namespace, v.Pod, v.Container, card, uuid, id)
 	}
 }
 

@@ -34,7 +34,8 @@ func node() *status.Node {
 				MemoryUsedBytes: p(uint64(3 << 30)), UtilPercent: p(50.0), VGPUs: []status.VGPU{
 					{ID: -1, Namespace: "ns", Pod: "a", Container: "main", ContainerID: "c1", Mode: "compute",
 						QuotaPercent: 30, MemoryCapBytes: 4 << 30, MemoryUsedBytes: p(uint64(1 << 30)),
-						CoreUsedPercent: p(29.5), Processes: p(2)},
+						CoreUsedPercent: p(29.5), Processes: p(2),
+						MemoryDriverBytes: p(uint64(3 << 29)), MemoryUnseenBytes: p(uint64(1 << 29))},
 					{ID: -1, Namespace: "ns", Pod: "b", Container: "main", ContainerID: "c2", Mode: "compute",
 						QuotaPercent: 20, MemoryCapBytes: 2 << 30, MemoryUsedBytes: p(uint64(1 << 29)), Processes: p(1)},
 				}},
@@ -86,11 +87,17 @@ xgpu_device_vgpu_memory_ratio{card="2",uuid="GPU-c"} 0
 xgpu_device_vgpus{card="0",uuid="GPU-a"} 2
 xgpu_device_vgpus{card="1",uuid="GPU-b"} 2
 xgpu_device_vgpus{card="2",uuid="GPU-c"} 0
+# HELP xgpu_memory_driver_used Device memory the driver reports for the container's processes on the card (NVML's running processes), bytes.
+# TYPE xgpu_memory_driver_used gauge
+xgpu_memory_driver_used{card="0",container="main",namespace="ns",pod="a",uuid="GPU-a",vgpu="-1"} 1.610612736e+09
 # HELP xgpu_memory_total vGPU memory cap, bytes.
 # TYPE xgpu_memory_total gauge
 xgpu_memory_total{card="0",container="main",namespace="ns",pod="a",uuid="GPU-a",vgpu="-1"} 4.294967296e+09
 xgpu_memory_total{card="0",container="main",namespace="ns",pod="b",uuid="GPU-a",vgpu="-1"} 2.147483648e+09
 xgpu_memory_total{card="1",container="main",namespace="ns",pod="c",uuid="GPU-b",vgpu="3"} 1.073741824e+09
+# HELP xgpu_memory_unseen Driver-reported vGPU memory beyond what the container's processes charged, counted against the cap from the next allocation on, bytes.
+# TYPE xgpu_memory_unseen gauge
+xgpu_memory_unseen{card="0",container="main",namespace="ns",pod="a",uuid="GPU-a",vgpu="-1"} 5.36870912e+08
 # HELP xgpu_memory_used vGPU memory in use by the container's processes, bytes.
 # TYPE xgpu_memory_used gauge
 xgpu_memory_used{card="0",container="main",namespace="ns",pod="a",uuid="GPU-a",vgpu="-1"} 1.073741824e+09
@@ -112,7 +119,7 @@ xgpu_processes{card="0",container="main",namespace="ns",pod="b",uuid="GPU-a",vgp
 
 // Every series from a snapshot; a nil figure is an absent series (card 1
 // has no NVML figures, card 1's ratio is unknown, pod b has no compute
-// figure), never a zero.
+// figure and no driver figure), never a zero.
 func TestCollect(t *testing.T) {
 	n := node()
 	reg := Registry(func() *status.Node { return n })

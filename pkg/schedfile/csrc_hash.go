@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "20136d169780084bb82ef15cc05855060e32fb4861df4c79151652e76e58c638"
+const cSourcesHash = "82d17d3ef5d1784e3d6b1b3b1a9d56f1873d5ab3b26215f65f5e33d24c089bf4"

@@ -64,6 +64,11 @@ type Allocation struct {
 	LedgerDir string    `json:"ledgerDir,omitempty"` // file mode: host path
 	CgroupID  uint64    `json:"cgroupID,omitempty"`  // module mode, once bound
 	Created   time.Time `json:"created"`
+
+	// CgroupPath is the container's cgroup, relative to the cgroup root
+	// (as /proc/<pid>/cgroup shows it to the agent): whose processes the
+	// driver's per-process figures are. Empty when the runtime gave none.
+	CgroupPath string `json:"cgroupPath,omitempty"`
 }
 
 type file struct {

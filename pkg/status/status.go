@@ -50,6 +50,14 @@ type VGPU struct {
 	// MemoryCapBytes is the vGPU's memory cap (GPU_CONTAINER_MEM).
 	MemoryCapBytes  uint64  `json:"memory_cap_bytes"`
 	MemoryUsedBytes *uint64 `json:"memory_used_bytes"`
+	// MemoryDriverBytes is the device memory the driver reports for the
+	// container's processes on the card (NVML's running processes, by
+	// cgroup), everything their contexts took.
+	MemoryDriverBytes *uint64 `json:"memory_driver_bytes"`
+	// MemoryUnseenBytes is MemoryDriverBytes less what the processes
+	// charged (0 when they charged more): the agent counts it against the
+	// cap from the next allocation on.
+	MemoryUnseenBytes *uint64 `json:"memory_unseen_bytes"`
 	// CoreUsedPercent is the card's compute the vGPU used over the
 	// collector's window: its busy time over the window's length, 0-100.
 	CoreUsedPercent *float64 `json:"core_used_percent"`

@@ -203,4 +203,26 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 /* Stream capture, graphs, libraries and the legacy launches. */
 #include "cuda_graph.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Module and library loading: the images take device memory. */
+CUresult cuModuleLoad(CUmodule *module, const char *fname);
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
+			    unsigned int numOptions, CUjit_option *options,
+			    void **optionValues);
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin);
+CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+			       CUjit_option *jitOptions,
+			       void **jitOptionsValues,
+			       unsigned int numJitOptions,
+			       CUlibraryOption *libraryOptions,
+			       void **libraryOptionValues,
+			       unsigned int numLibraryOptions);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif /* GPUSLICE_CUDA_API_H */

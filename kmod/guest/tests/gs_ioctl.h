@@ -260,4 +260,26 @@ static inline int gs_page_owns(const struct gpuslice_sched_page *p,
 	return s.owner == id && gs_now() < s.slice_end_ns;
 }
 
+/* VGPU_UNSEEN (anyone) and VGPU_SET_UNSEEN (administrators). */
+static inline int gs_vgpu_unseen(int fd, uint32_t card, uint32_t id,
+				 struct gpuslice_vgpu_unseen *u)
+{
+	memset(u, 0, sizeof(*u));
+	u->card = card;
+	u->id = id;
+	return ioctl(fd, GPUSLICE_IOC_VGPU_UNSEEN, u);
+}
+
+static inline int gs_vgpu_set_unseen(int fd, uint32_t card, uint32_t id,
+				     uint64_t bytes)
+{
+	struct gpuslice_vgpu_unseen u;
+
+	memset(&u, 0, sizeof(u));
+	u.card = card;
+	u.id = id;
+	u.bytes = bytes;
+	return ioctl(fd, GPUSLICE_IOC_VGPU_SET_UNSEEN, &u);
+}
+
 #endif /* GS_IOCTL_H */

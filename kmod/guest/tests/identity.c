@@ -434,7 +434,7 @@ static int t_proc_files(void)
 	  gs_errname(errno));
 	if (check_header(&t, "vgpus", "card id cgroup mode mem_used mem_cap "
 			 "quota priority procs pending busy_ns wait_ns slices "
-			 "acquires") < 0 ||
+			 "acquires mem_unseen") < 0 ||
 	    check_vgpu_row(&t, 0, idA, cgA, "gsA", 1 << 20, CAPA, 1) < 0 ||
 	    check_vgpu_row(&t, 0, idB, cgB, "gsB", 2 << 20, CAPB, 1) < 0 ||
 	    check_vgpu_row(&t, 1, idA1, cgA, "gsA", 3 << 20, CAPA1, 1) < 0)

@@ -76,6 +76,9 @@ static int admin_calls_refused(int fd)
 			  GPUSLICE_MODE_MEMORY), EPERM);
 	TE(gs_vgpu_destroy(fd, CARD, (uint32_t)id_other), EPERM);
 	TE(gs_vgpu_destroy(fd, CARD, (uint32_t)id_me), EPERM);
+	/* The unseen bytes the agent sets: a container cannot lower them. */
+	TE(gs_vgpu_set_unseen(fd, CARD, (uint32_t)id_me, 0), EPERM);
+	TE(gs_vgpu_set_unseen(fd, CARD, (uint32_t)id_other, CAP), EPERM);
 	memset(&v, 0, sizeof(v));
 	v.card = CARD;
 	v.id = (uint32_t)id_other;
@@ -111,6 +114,12 @@ static int state_unchanged(void)
 	TOK(gs_vgpu_stats(gs_fd, CARD, (uint32_t)id_other, &s));
 	TEQ(s.spec.mem_cap, CAP / 2);
 	TEQ(s.spec.cgroup_id, cg_other);
+	{
+		struct gpuslice_vgpu_unseen u;
+
+		TOK(gs_vgpu_unseen(gs_fd, CARD, (uint32_t)id_other, &u));
+		TEQ(u.bytes, 0);
+	}
 	return 0;
 }
 

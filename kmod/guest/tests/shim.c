@@ -4,7 +4,8 @@
  * programs (gstest, dynamically linked, on the simulated driver) run under
  * LD_PRELOAD in a cgroup bound to a vGPU: the kernel's cap is what CUDA
  * sees and enforces, their bytes are in the kernel's ledger, and a kill -9
- * gives them back. run.sh packs the shim, the simulator and gstest under
+ * gives them back; the bytes the agent found unseen count against the cap.
+ * run.sh packs the shim, the simulator and gstest under
  * /shim.
  */
 #include "gstest.h"
@@ -110,6 +111,32 @@ static int t_no_vgpu_refused(void)
 	return 0;
 }
 
+/*
+ * Bytes the driver holds that the shim never saw, as the agent sets them:
+ * CUDA's free memory leaves them out and the next allocation past the cap
+ * with them counted is refused; without them the same allocation fits.
+ */
+static int t_unseen(void)
+{
+	const uint64_t unseen = 16ULL << 20;
+	struct cmd m = { .cg = "gsshim", .argv = { "meminfo" } };
+	struct cmd fits = { .cg = "gsshim", .argv = { "alloc", "44M" } };
+	struct cmd over = { .cg = "gsshim", .argv = { "alloc", "45M" } };
+	struct cmd again = { .cg = "gsshim", .argv = { "alloc", "45M" } };
+
+	TOK(gs_vgpu_set_unseen(gs_fd, 0, (uint32_t)vid, unseen));
+	T(run(&m) == 0, "gstest meminfo: status %d:\n%s", m.status, m.out);
+	TEQ(kv(&m, "cuda.free"), CAP - CTX - unseen);
+	T(run(&fits) == 0, "gstest alloc 44M next to 16 MiB unseen: status %d:\n%s",
+	  fits.status, fits.out);
+	T(run(&over) == 2, "gstest alloc 45M next to 16 MiB unseen: status %d:\n%s",
+	  over.status, over.out);
+	TOK(gs_vgpu_set_unseen(gs_fd, 0, (uint32_t)vid, 0));
+	T(run(&again) == 0, "gstest alloc 45M with nothing unseen: status %d:\n%s",
+	  again.status, again.out);
+	return 0;
+}
+
 int main(void)
 {
 	gs_init(P, 100);
@@ -126,5 +153,6 @@ int main(void)
 	gs_run("fork", t_fork);
 	gs_run("shared_cap_and_sigkill", t_shared_cap_and_sigkill);
 	gs_run("no_vgpu_refused", t_no_vgpu_refused);
+	gs_run("unseen", t_unseen);
 	return gs_finish();
 }

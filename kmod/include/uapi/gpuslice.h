@@ -97,7 +97,7 @@ struct gpuslice_charge {
 	__u32 card;		/* in */
 	__u32 pad;
 	__u64 bytes;		/* in (ignored by MEMINFO) */
-	__u64 mem_used;		/* out: the vGPU's usage after the call */
+	__u64 mem_used;		/* out: the vGPU's usage after the call, unseen bytes included */
 	__u64 mem_cap;		/* out */
 };
 
@@ -158,18 +158,38 @@ struct gpuslice_sched_page {
 	__u64 handovers;
 };
 
+/*
+ * Device memory the driver holds for a vGPU's processes beyond what they
+ * charged (contexts larger than the shim's estimate, loaded images, the
+ * stack grown at launch, a process without the shim): the agent reconciles
+ * the vGPU's charges with the driver's per-process figures every window and
+ * sets it (VGPU_SET_UNSEEN, administrators). CHARGE counts it against the
+ * cap, and the mem_used CHARGE, UNCHARGE and MEMINFO answer includes it;
+ * VGPU_UNSEEN reads it. Added to ABI 1 after its first release: an older
+ * module answers -ENOTTY.
+ */
+struct gpuslice_vgpu_unseen {
+	__u32 card;		/* in */
+	__u32 id;		/* in */
+	__u64 bytes;		/* in (SET): at most 2^63 - 1; out: the value now */
+	__u64 mem_used;		/* out: bytes charged now */
+	__u64 mem_cap;		/* out */
+};
+
 #define GPUSLICE_IOC_MAGIC	0xB6
 
 /* Anyone. */
 #define GPUSLICE_IOC_VERSION	_IOR(GPUSLICE_IOC_MAGIC, 0x00, struct gpuslice_version)
 #define GPUSLICE_IOC_CARD_GET	_IOWR(GPUSLICE_IOC_MAGIC, 0x01, struct gpuslice_card)
 #define GPUSLICE_IOC_VGPU_STATS	_IOWR(GPUSLICE_IOC_MAGIC, 0x02, struct gpuslice_vgpu_stats)
+#define GPUSLICE_IOC_VGPU_UNSEEN _IOWR(GPUSLICE_IOC_MAGIC, 0x03, struct gpuslice_vgpu_unseen)
 
 /* CAP_SYS_ADMIN only (-EPERM). */
 #define GPUSLICE_IOC_CARD_SET	_IOW(GPUSLICE_IOC_MAGIC, 0x10, struct gpuslice_card)
 #define GPUSLICE_IOC_VGPU_CREATE _IOWR(GPUSLICE_IOC_MAGIC, 0x11, struct gpuslice_vgpu)
 #define GPUSLICE_IOC_VGPU_UPDATE _IOW(GPUSLICE_IOC_MAGIC, 0x12, struct gpuslice_vgpu)
 #define GPUSLICE_IOC_VGPU_DESTROY _IOW(GPUSLICE_IOC_MAGIC, 0x13, struct gpuslice_vgpu)
+#define GPUSLICE_IOC_VGPU_SET_UNSEEN _IOWR(GPUSLICE_IOC_MAGIC, 0x14, struct gpuslice_vgpu_unseen)
 
 /* Clients: the vGPU is the one bound to the caller's cgroup (or an ancestor). */
 #define GPUSLICE_IOC_ATTACH	_IOWR(GPUSLICE_IOC_MAGIC, 0x20, struct gpuslice_attach)

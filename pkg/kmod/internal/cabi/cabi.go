@@ -22,6 +22,8 @@ var Structs = map[string]reflect.Type{
 	"gpuslice_acquire":    reflect.TypeOf(C.struct_gpuslice_acquire{}),
 	"gpuslice_release":    reflect.TypeOf(C.struct_gpuslice_release{}),
 	"gpuslice_sched_page": reflect.TypeOf(C.struct_gpuslice_sched_page{}),
+
+	"gpuslice_vgpu_unseen": reflect.TypeOf(C.struct_gpuslice_vgpu_unseen{}),
 }
 
 // Ioctls are the header's ioctl numbers, by macro name.
@@ -39,6 +41,9 @@ var Ioctls = map[string]uint{
 	"GPUSLICE_IOC_MEMINFO":      C.GPUSLICE_IOC_MEMINFO,
 	"GPUSLICE_IOC_ACQUIRE":      C.GPUSLICE_IOC_ACQUIRE,
 	"GPUSLICE_IOC_RELEASE":      C.GPUSLICE_IOC_RELEASE,
+
+	"GPUSLICE_IOC_VGPU_UNSEEN":     C.GPUSLICE_IOC_VGPU_UNSEEN,
+	"GPUSLICE_IOC_VGPU_SET_UNSEEN": C.GPUSLICE_IOC_VGPU_SET_UNSEEN,
 }
 
 // Constants are the header's other numbers, by macro name.

@@ -29,6 +29,8 @@ func TestStructLayout(t *testing.T) {
 		"gpuslice_acquire":    kmod.Acquire{},
 		"gpuslice_release":    kmod.Release{},
 		"gpuslice_sched_page": kmod.SchedPage{},
+
+		"gpuslice_vgpu_unseen": kmod.VGPUUnseen{},
 	}
 	require.Len(t, pairs, len(cabi.Structs), "every C struct has a Go mirror")
 	for name, v := range pairs {
@@ -63,6 +65,9 @@ func TestIoctlNumbers(t *testing.T) {
 		"GPUSLICE_IOC_MEMINFO":      kmod.IocMeminfo,
 		"GPUSLICE_IOC_ACQUIRE":      kmod.IocAcquire,
 		"GPUSLICE_IOC_RELEASE":      kmod.IocRelease,
+
+		"GPUSLICE_IOC_VGPU_UNSEEN":     kmod.IocVGPUUnseen,
+		"GPUSLICE_IOC_VGPU_SET_UNSEEN": kmod.IocVGPUSetUnseen,
 	}
 	require.Len(t, want, len(cabi.Ioctls))
 	for name, n := range want {

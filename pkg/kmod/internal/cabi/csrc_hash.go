@@ -10,4 +10,4 @@ package cabi
 //go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
 
 // cSourcesHash is the SHA-256 of gpuslice.h (testenv.CheckCSourcesHash).
-const cSourcesHash = "3b5bf024af9caffc369ce77826c6ef0b157d7de22e8f5d0e28be7b14b41e2d3d"
+const cSourcesHash = "7fd30606a72280da935a253f63e8cd1ad9b4fbb9f7b98a5cc4bd6cbb520f478e"

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0
+/*
+ * A vGPU's unseen bytes: device memory the driver holds for the vGPU's
+ * processes beyond what they charged (a context larger than the shim's
+ * estimate, a loaded image, the stack grown at launch, a process without
+ * the shim). The agent, on the host, finds them by reconciling the vGPU's
+ * charges with the driver's per-process figures, and sets them here
+ * (administrators only: the container must not lower them). CHARGE counts
+ * them against the cap (gs_client.c).
+ */
+#include "gs_kmod.h"
+
+/* What the vGPU uses as far as the kernel knows: charged plus unseen. */
+s64 gs_vgpu_in_use(const struct gs_kvgpu *kv)
+{
+	s64 used = atomic64_read(&kv->mem_used);
+	s64 unseen = atomic64_read(&kv->mem_unseen);
+
+	return used > S64_MAX - unseen ? S64_MAX : used + unseen;
+}
+
+/* VGPU_UNSEEN (anyone) reads, VGPU_SET_UNSEEN (set) writes first. */
+int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set)
+{
+	struct gs_kvgpu *kv;
+	int err;
+
+	if (set && arg->bytes > S64_MAX)
+		return -EINVAL;
+	mutex_lock(&gs_mutex);
+	kv = gs_vgpu_lookup(arg->card, arg->id, &err);
+	if (kv) {
+		if (set)
+			atomic64_set(&kv->mem_unseen, arg->bytes);
+		arg->bytes = atomic64_read(&kv->mem_unseen);
+		arg->mem_used = atomic64_read(&kv->mem_used);
+		arg->mem_cap = READ_ONCE(kv->mem_cap);
+	}
+	mutex_unlock(&gs_mutex);
+	return kv ? 0 : err;
+}
