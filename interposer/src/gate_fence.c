@@ -40,7 +40,13 @@ struct note {
 	unsigned int gen;	/* the set's generation it was noted in */
 };
 
-static __thread struct note notes[GS_MAX_CARDS];
+/*
+ * Initial-exec: read at every gated launch, where a __tls_get_addr call
+ * would be most of the cost. The shim is preloaded, so its TLS is static
+ * (a late dlopen of it takes these bytes from glibc's static TLS surplus).
+ */
+static __thread struct note notes[GS_MAX_CARDS]
+	__attribute__((tls_model("initial-exec")));
 
 /* The special streams are the legacy stream's for the fence. */
 static CUstream fence_key(CUstream s)
