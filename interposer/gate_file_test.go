@@ -163,9 +163,13 @@ func TestFileGateLongDeepQueue(t *testing.T) {
 	assert.LessOrEqual(t, wall, 30.0, "the 25 %% tenant of 20 ms kernels 64 deep took %.1f%% of wall time\n%s", wall, rs[0])
 }
 
-// Policy 2 gives every vGPU one unit, whatever its quota.
+// Policy 2 gives every vGPU one unit, whatever its quota. With the
+// default 20 units a period the two tenants would run in 2 of them: some
+// 30 slices each in 3 s, where one slice more or less is 3 points and a
+// loaded machine's lost wake-up decides the test. With 4 units a period
+// each gets a quarter of the card, some 150 slices.
 func TestFileGateAverage(t *testing.T) {
-	m := schedMachine(t, "2")
+	m := schedMachine(t, "2").set("GPUSLICE_MAX_INST", "4")
 	specs := []tenantSpec{{"a", "10"}, {"b", "40"}}
 	rs := finish(t, startTenants(m, tenantSeconds, specs...))
 	checkShares(t, specs, rs, []float64{50, 50})
