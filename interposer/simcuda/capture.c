@@ -291,15 +291,23 @@ SIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream,
 }
 
 /* Dependencies are not modelled: nodes run in the order they were added. */
+static CUresult begin_to_graph(CUstream h, int ptds, CUgraph hGraph,
+			       const CUgraphNode *dependencies,
+			       size_t numDependencies, CUstreamCaptureMode mode)
+{
+	if (!hGraph || (numDependencies && !dependencies))
+		return CUDA_ERROR_INVALID_VALUE;
+	return begin_capture(h, ptds, hGraph, mode);
+}
+
 SIM_API CUresult cuStreamBeginCaptureToGraph(
 	CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
 	const CUgraphEdgeData *dependencyData, size_t numDependencies,
 	CUstreamCaptureMode mode)
 {
 	(void)dependencyData;
-	if (!hGraph || (numDependencies && !dependencies))
-		return CUDA_ERROR_INVALID_VALUE;
-	return begin_capture(hStream, 0, hGraph, mode);
+	return begin_to_graph(hStream, 0, hGraph, dependencies,
+			      numDependencies, mode);
 }
 
 SIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(
@@ -308,9 +316,8 @@ SIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(
 	CUstreamCaptureMode mode)
 {
 	(void)dependencyData;
-	if (!hGraph || (numDependencies && !dependencies))
-		return CUDA_ERROR_INVALID_VALUE;
-	return begin_capture(hStream, 1, hGraph, mode);
+	return begin_to_graph(hStream, 1, hGraph, dependencies,
+			      numDependencies, mode);
 }
 
 /* Entered: ends the capture begun on st. */

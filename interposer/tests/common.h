@@ -223,6 +223,9 @@ bool expect_free(size_t want, const char *when);
 /* The VMM allocation granularity of device dev (2 MiB when unknown). */
 size_t vmm_granularity(int dev);
 
+/* CLOCK_MONOTONIC in ns. */
+uint64_t now_ns(void);
+
 /* Parses "123", "4K", "16M", "2G" (binary units); exits 1 on junk. */
 uint64_t parse_size(const char *s);
 long parse_long(const char *s, long min, long max, const char *what);

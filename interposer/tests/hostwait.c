@@ -31,14 +31,6 @@ struct round {
 	bool timed_out;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* A's host function: waits for B, at most GIVE_UP_NS. */
 static void wait_for_b(void *arg)
 {

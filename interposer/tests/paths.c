@@ -47,14 +47,6 @@ struct run {
 	CUstream s;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static enum via parse_via(const char *s)
 {
 	for (size_t i = 0; i < sizeof(vias) / sizeof(vias[0]); i++)
