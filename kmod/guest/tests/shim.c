@@ -119,20 +119,20 @@ static int t_no_vgpu_refused(void)
 static int t_unseen(void)
 {
 	const uint64_t unseen = 16ULL << 20;
-	struct cmd m = { .cg = "gsshim", .argv = { "meminfo" } };
-	struct cmd fits = { .cg = "gsshim", .argv = { "alloc", "44M" } };
-	struct cmd over = { .cg = "gsshim", .argv = { "alloc", "45M" } };
-	struct cmd again = { .cg = "gsshim", .argv = { "alloc", "45M" } };
+	struct gs_cmd m = { .cg = "gsshim", .argv = { "meminfo" } };
+	struct gs_cmd fits = { .cg = "gsshim", .argv = { "alloc", "44M" } };
+	struct gs_cmd over = { .cg = "gsshim", .argv = { "alloc", "45M" } };
+	struct gs_cmd again = { .cg = "gsshim", .argv = { "alloc", "45M" } };
 
 	TOK(gs_vgpu_set_unseen(gs_fd, 0, (uint32_t)vid, unseen));
-	T(run(&m) == 0, "gstest meminfo: status %d:\n%s", m.status, m.out);
-	TEQ(kv(&m, "cuda.free"), CAP - CTX - unseen);
-	T(run(&fits) == 0, "gstest alloc 44M next to 16 MiB unseen: status %d:\n%s",
+	T(gs_gstest_run(&m) == 0, "gstest meminfo: status %d:\n%s", m.status, m.out);
+	TEQ(gs_gstest_kv(&m, "cuda.free"), CAP - CTX - unseen);
+	T(gs_gstest_run(&fits) == 0, "gstest alloc 44M next to 16 MiB unseen: status %d:\n%s",
 	  fits.status, fits.out);
-	T(run(&over) == 2, "gstest alloc 45M next to 16 MiB unseen: status %d:\n%s",
+	T(gs_gstest_run(&over) == 2, "gstest alloc 45M next to 16 MiB unseen: status %d:\n%s",
 	  over.status, over.out);
 	TOK(gs_vgpu_set_unseen(gs_fd, 0, (uint32_t)vid, 0));
-	T(run(&again) == 0, "gstest alloc 45M with nothing unseen: status %d:\n%s",
+	T(gs_gstest_run(&again) == 0, "gstest alloc 45M with nothing unseen: status %d:\n%s",
 	  again.status, again.out);
 	return 0;
 }
