@@ -16,7 +16,7 @@
 #include "shim.h"
 
 static struct gs_card cards[GS_MAX_CARDS];
-static struct gs_card refused = { .ordinal = -1, .index = -1 };
+static struct gs_card refused = { .index = -1 };
 static pthread_once_t cards_once = PTHREAD_ONCE_INIT;
 
 static void cards_init(void)
@@ -24,7 +24,6 @@ static void cards_init(void)
 	const struct gs_config *cfg = gs_config();
 
 	for (int i = 0; i < cfg->ncards; i++) {
-		cards[i].ordinal = -1;
 		cards[i].index = cfg->cards[i].index;
 		cards[i].cap = cfg->cards[i].cap;
 		pthread_mutex_init(&cards[i].open_lock, NULL);

@@ -191,7 +191,6 @@ struct gs_gate_card {
 
 /* A card of this container: its cap, its ledger and its compute gate. */
 struct gs_card {
-	int ordinal;		/* device ordinal as the process sees it */
 	int index;		/* physical index, -1 when not assigned */
 	uint64_t cap;
 	struct gs_ledger *ledger;
