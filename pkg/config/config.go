@@ -214,7 +214,8 @@ func (c *Config) CardSettings(index int) (policy, maxInst int) {
 func (c *Config) SimulatedGPUCards() []gpu.Card {
 	var cards []gpu.Card
 	for _, s := range c.SimulatedCards {
-		g := gpu.Card{Name: s.Name, UUID: s.UUID, MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20}
+		g := gpu.Card{Name: s.Name, UUID: s.UUID, MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20,
+			DriverVersion: simgpu.DriverVersion}
 		if s.Index != nil {
 			g.Index = *s.Index
 		}

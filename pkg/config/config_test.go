@@ -67,8 +67,8 @@ func TestSimulatedGPUCards(t *testing.T) {
 	}
 	require.NoError(t, c.Validate())
 	assert.Equal(t, []gpu.Card{
-		{Index: 0, UUID: simgpu.UUID(0), Name: SimulatedName, MemoryBytes: 16 << 30, Minor: 0},
-		{Index: 1, UUID: "GPU-x", Name: "Sim X", MemoryBytes: 8 << 30, Minor: 5},
+		{Index: 0, UUID: simgpu.UUID(0), Name: SimulatedName, MemoryBytes: 16 << 30, Minor: 0, DriverVersion: simgpu.DriverVersion},
+		{Index: 1, UUID: "GPU-x", Name: "Sim X", MemoryBytes: 8 << 30, Minor: 5, DriverVersion: simgpu.DriverVersion},
 	}, c.SimulatedGPUCards())
 }
 
