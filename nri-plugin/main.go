@@ -227,13 +227,13 @@ func layout(cfg *config.Config) (agent.Layout, error) {
 	if _, err := os.Stat(cfg.Shim); err != nil {
 		return l, fmt.Errorf("shim: %w (install libgpuslice.so there or set shim in the config)", err)
 	}
-	if cfg.PreloadFile {
-		// A file naming the shim, mounted as the container's
-		// /etc/ld.so.preload: a scrubbed environment does not escape it.
-		l.PreloadHost = filepath.Join(cfg.StateDir, "ld.so.preload")
-		if err := os.WriteFile(l.PreloadHost, []byte(cfg.ShimMountPath+"\n"), 0o644); err != nil {
-			return l, err
-		}
+	// A file naming the shim, mounted as the container's
+	// /etc/ld.so.preload (a scrubbed environment does not escape it): in
+	// the containers of DRA claims always, in the others with preloadFile.
+	l.PreloadHost = filepath.Join(cfg.StateDir, "ld.so.preload")
+	l.PreloadAnnotated = cfg.PreloadFile
+	if err := os.WriteFile(l.PreloadHost, []byte(cfg.ShimMountPath+"\n"), 0o644); err != nil {
+		return l, err
 	}
 	return l, nil
 }
