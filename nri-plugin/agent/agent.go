@@ -149,7 +149,7 @@ func (a *Agent) placed() []placement.VGPU {
 // that cannot be honoured fails the creation with one message.
 func (a *Agent) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	req, err := quota.Parse(pod.GetAnnotations(), ctr.GetName(), ctr.GetAnnotations())
-	if uids := claimsOf(ctr.GetEnv()); len(uids) > 0 {
+	if uids := ClaimsOf(ctr.GetEnv()); len(uids) > 0 {
 		adj, err := a.createClaimContainer(pod, ctr, uids, req != nil || err != nil || asksByAnnotation(pod, ctr))
 		if err != nil {
 			return nil, nil, a.refuse(pod, ctr, err)
@@ -225,7 +225,7 @@ func (a *Agent) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if a.opts.Enforce != EnforceModule {
 		return nil
 	}
-	if uids := claimsOf(ctr.GetEnv()); len(uids) == 1 {
+	if uids := ClaimsOf(ctr.GetEnv()); len(uids) == 1 {
 		if err := a.startClaimContainer(uids[0]); err != nil {
 			return a.refuse(pod, ctr, err)
 		}

@@ -40,8 +40,9 @@ func claimEnvKey(uid string) string {
 	return EnvClaim + "_" + strings.ReplaceAll(uid, "-", "_")
 }
 
-// claimsOf lists the claims whose CDI devices a container got, by UID.
-func claimsOf(env []string) []string {
+// ClaimsOf lists the claims whose CDI devices a container got, by UID,
+// from its environment.
+func ClaimsOf(env []string) []string {
 	var out []string
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -202,7 +203,7 @@ func (a *Agent) bindClaimsStarted(ctrs []*api.Container) {
 		}
 	}
 	for _, c := range ctrs {
-		uids := claimsOf(c.GetEnv())
+		uids := ClaimsOf(c.GetEnv())
 		if len(uids) != 1 || c.GetState() != api.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
