@@ -95,6 +95,9 @@ func (a *Agent) createClaimContainer(pod *api.PodSandbox, ctr *api.Container, ui
 	if err := a.claimPod(&al, pod, ctr); err != nil {
 		return nil, fmt.Errorf("claim %s: %w", name, err)
 	}
+	if err := a.oneVGPUPerCard(al); err != nil {
+		return nil, fmt.Errorf("claim %s: %w", name, err)
+	}
 	adj := &api.ContainerAdjustment{}
 	adj.AddEnv("LD_PRELOAD", preload(a.opts.Layout.ShimContainer, ctr.GetEnv()))
 	a.opts.Log.Info("container of a DRA claim", "pod", pod.GetNamespace()+"/"+pod.GetName(),
@@ -130,6 +133,29 @@ func (a *Agent) claimPod(al *state.Allocation, pod *api.PodSandbox, ctr *api.Con
 		return nil
 	}
 	return a.opts.Store.Put(*al)
+}
+
+// oneVGPUPerCard refuses (module mode) a claim on a card where another
+// claim of its pod is: both would be bound to the pod's cgroup, and the
+// module gives a cgroup one vGPU per card. a.mu held.
+func (a *Agent) oneVGPUPerCard(al state.Allocation) error {
+	if al.Enforce != EnforceModule {
+		return nil
+	}
+	for _, other := range a.opts.Store.All() {
+		if other.Claim == nil || other.Container == al.Container || other.PodUID != al.PodUID {
+			continue
+		}
+		for _, v := range al.VGPUs {
+			for _, w := range other.VGPUs {
+				if v.Card == w.Card {
+					return fmt.Errorf("pod %s/%s has claim %s/%s on card %d too: with gpuslice.ko a pod gets one vGPU per card; ask for both in one claim",
+						al.Namespace, al.Pod, other.Claim.Namespace, other.Claim.Name, v.Card)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // podAnnotated is the container id of an allocation of the annotation

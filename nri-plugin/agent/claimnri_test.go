@@ -186,3 +186,27 @@ func TestClaimModuleMode(t *testing.T) {
 	assert.Empty(t, fk.list())
 	assert.Empty(t, n.opts.Store.All())
 }
+
+// Module mode: two claims of one pod on one card would both be the pod's
+// cgroup's; their containers are refused with the reason (in file mode
+// each claim has its own ledger: both run).
+func TestClaimsOfAPodOnOneCard(t *testing.T) {
+	for _, enforce := range []string{EnforceModule, EnforceFile} {
+		n := newNode(t, enforce, cards16(1, 1)...)
+		withPreload(t, n)
+		for _, uid := range []string{"u1", "u2"} {
+			_, err := n.agent.PrepareClaim(claimReq(uid, 0, 1, 10)) // both reserved for pod pa
+			require.NoError(t, err)
+		}
+		p := claimPod("pa", nil)
+		_, err := n.createIn(t, p, claimCtr("c1", "pa", "u1"))
+		if enforce == EnforceFile {
+			require.NoError(t, err)
+			_, err = n.createIn(t, p, claimCtr("c2", "pa", "u2"))
+			require.NoError(t, err)
+			continue
+		}
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "claim ns/claim-u1: pod ns/pod-pa has claim ns/claim-u2 on card 0 too: with gpuslice.ko a pod gets one vGPU per card")
+	}
+}
