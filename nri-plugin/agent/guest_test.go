@@ -71,3 +71,70 @@ func TestGuestModuleMode(t *testing.T) {
 	_, err = kc.Stats(uint32(v.Card), uint32(v.KmodID))
 	assert.ErrorIs(t, err, syscall.ENOENT)
 }
+
+// TestGuestClaimOnThePodCgroup binds a DRA claim's vGPU to its pod's
+// cgroup in the real gpuslice.ko: processes of two containers of the pod
+// find that one vGPU (ATTACH's nearest ancestor), and unpreparing the
+// claim destroys it.
+func TestGuestClaimOnThePodCgroup(t *testing.T) {
+	testenv.InGuest(t)
+	n := newNode(t, EnforceModule, cards16(1, 1)...)
+	kc, err := kmod.Open("")
+	require.NoError(t, err)
+	defer kc.Close()
+	n.opts.Kmod = kc
+	n.opts.CgroupID = kmod.CgroupID
+	n.opts.Layout.CgroupRoot = "/sys/fs/cgroup"
+	n.opts.Layout.PreloadHost = filepath.Join(n.dir, "ld.so.preload")
+	n.restart(t)
+
+	// The kubelet's cgroupfs layout: the pod's directory, a container's below.
+	podDir := "/sys/fs/cgroup/kubepods/besteffort/podpa"
+	ctrs := []string{"c1", "c2"}
+	for _, id := range ctrs {
+		require.NoError(t, os.MkdirAll(filepath.Join(podDir, id), 0o755))
+	}
+	t.Cleanup(func() {
+		for _, id := range ctrs {
+			os.Remove(filepath.Join(podDir, id))
+		}
+		for d := podDir; d != "/sys/fs/cgroup"; d = filepath.Dir(d) {
+			os.Remove(d)
+		}
+	})
+	r := claimReq("u1", 0, 1, 25)
+	r.VGPUs[0].MemoryBytes = 256 << 20
+	_, err = n.agent.PrepareClaim(r)
+	require.NoError(t, err)
+
+	p := claimPod("pa", nil)
+	pid := []byte(strconv.Itoa(os.Getpid()))
+	var ids []uint32
+	for _, id := range ctrs {
+		c := claimCtr(id, "pa", "u1")
+		_, _, err := n.agent.CreateContainer(context.Background(), p, c)
+		require.NoError(t, err)
+		require.NoError(t, n.agent.StartContainer(context.Background(), p, c))
+		// A process of the container finds the claim's vGPU.
+		require.NoError(t, os.WriteFile(filepath.Join(podDir, id, "cgroup.procs"), pid, 0))
+		cl, err := kmod.Open("")
+		require.NoError(t, err)
+		at, err := cl.Attach(0)
+		require.NoError(t, os.WriteFile("/sys/fs/cgroup/cgroup.procs", pid, 0))
+		require.NoError(t, err, "container %s", id)
+		assert.Equal(t, uint64(256<<20), at.MemCap)
+		ids = append(ids, at.ID)
+		require.NoError(t, cl.Close())
+	}
+	assert.Equal(t, ids[0], ids[1], "one vGPU for the pod's containers")
+	al, _ := n.agent.Claim("u1")
+	pcg, err := kmod.CgroupID(podDir)
+	require.NoError(t, err)
+	s, err := kc.Stats(0, uint32(al.VGPUs[0].KmodID))
+	require.NoError(t, err)
+	assert.Equal(t, pcg, s.Spec.CgroupID, "bound to the pod's cgroup")
+
+	n.agent.UnprepareClaim("u1")
+	_, err = kc.Stats(0, uint32(al.VGPUs[0].KmodID))
+	assert.ErrorIs(t, err, syscall.ENOENT)
+}
