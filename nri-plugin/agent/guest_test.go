@@ -15,19 +15,28 @@ import (
 	"github.com/gpuslice/gpuslice/pkg/kmod"
 )
 
+// guestNode is an agent in module mode over the guest's gpuslice.ko and
+// cgroup v2 hierarchy, and the module's admin client.
+func guestNode(t *testing.T, cards ...Card) (*testNode, *kmod.Client) {
+	t.Helper()
+	testenv.InGuest(t)
+	n := newNode(t, EnforceModule, cards...)
+	kc, err := kmod.Open("")
+	require.NoError(t, err)
+	t.Cleanup(func() { kc.Close() })
+	n.opts.Kmod = kc
+	n.opts.CgroupID = kmod.CgroupID
+	n.opts.Layout.CgroupRoot = "/sys/fs/cgroup"
+	n.opts.Layout.PreloadHost = filepath.Join(n.dir, "ld.so.preload")
+	n.restart(t)
+	return n, kc
+}
+
 // TestGuestModuleMode runs the agent's module mode against the real
 // gpuslice.ko: kmod/guest runs it in its qemu guest (tests/GO), where the
 // module is loaded and cgroup v2 is at /sys/fs/cgroup.
 func TestGuestModuleMode(t *testing.T) {
-	testenv.InGuest(t)
-	n := newNode(t, EnforceModule, cards16(2, 4)...)
-	kc, err := kmod.Open("")
-	require.NoError(t, err)
-	defer kc.Close()
-	n.opts.Kmod = kc
-	n.opts.CgroupID = kmod.CgroupID
-	n.opts.Layout.CgroupRoot = "/sys/fs/cgroup"
-	n.restart(t)
+	n, kc := guestNode(t, cards16(2, 4)...)
 
 	// The runtime's cgroup for the container (cgroupfs driver).
 	dir := "/sys/fs/cgroup/gpuslice-agent/c1"
@@ -36,7 +45,7 @@ func TestGuestModuleMode(t *testing.T) {
 	c := ctr("c1")
 	c.Linux.CgroupsPath = "/gpuslice-agent/c1"
 
-	_, _, err = n.agent.CreateContainer(context.Background(), pod(map[string]string{
+	_, _, err := n.agent.CreateContainer(context.Background(), pod(map[string]string{
 		"gpuslice.io/gpu-memory": "256Mi", "gpuslice.io/gpu-cores": "25"}), c)
 	require.NoError(t, err)
 	require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), c))
@@ -77,16 +86,7 @@ func TestGuestModuleMode(t *testing.T) {
 // find that one vGPU (ATTACH's nearest ancestor), and unpreparing the
 // claim destroys it.
 func TestGuestClaimOnThePodCgroup(t *testing.T) {
-	testenv.InGuest(t)
-	n := newNode(t, EnforceModule, cards16(1, 1)...)
-	kc, err := kmod.Open("")
-	require.NoError(t, err)
-	defer kc.Close()
-	n.opts.Kmod = kc
-	n.opts.CgroupID = kmod.CgroupID
-	n.opts.Layout.CgroupRoot = "/sys/fs/cgroup"
-	n.opts.Layout.PreloadHost = filepath.Join(n.dir, "ld.so.preload")
-	n.restart(t)
+	n, kc := guestNode(t, cards16(1, 1)...)
 
 	// The kubelet's cgroupfs layout: the pod's directory, a container's below.
 	podDir := "/sys/fs/cgroup/kubepods/besteffort/podpa"
@@ -104,7 +104,7 @@ func TestGuestClaimOnThePodCgroup(t *testing.T) {
 	})
 	r := claimReq("u1", 0, 1, 25)
 	r.VGPUs[0].MemoryBytes = 256 << 20
-	_, err = n.agent.PrepareClaim(r)
+	_, err := n.agent.PrepareClaim(r)
 	require.NoError(t, err)
 
 	p := claimPod("pa", nil)
