@@ -44,12 +44,14 @@ type testNode struct {
 func newTestAgent(t *testing.T, dir string) (*agent.Agent, *state.Store) {
 	t.Helper()
 	root := filepath.Join(dir, "root")
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "dev"), 0o755))
-	for _, d := range []string{"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"} {
-		require.NoError(t, os.Symlink("/dev/null", filepath.Join(root, "dev", d)))
-	}
-	for _, f := range []string{"libgpuslice.so", "ld.so.preload"} {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644))
+	if _, err := os.Stat(root); err != nil { // a restart finds them there
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "dev"), 0o755))
+		for _, d := range []string{"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"} {
+			require.NoError(t, os.Symlink("/dev/null", filepath.Join(root, "dev", d)))
+		}
+		for _, f := range []string{"libgpuslice.so", "ld.so.preload"} {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644))
+		}
 	}
 	store, err := state.Open(filepath.Join(dir, "state"))
 	require.NoError(t, err)
@@ -70,16 +72,28 @@ func startNode(t *testing.T) *testNode {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	n := &testNode{dir: dir}
-	n.agent, n.store = newTestAgent(t, dir)
 	n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node", UID: "node-uid"}})
+	n.start(t)
+	t.Cleanup(n.stop)
+	return n
+}
+
+// start starts the agent and its driver over the node's directory.
+func (n *testNode) start(t *testing.T) {
+	t.Helper()
+	n.agent, n.store = newTestAgent(t, n.dir)
+	var err error
 	n.driver, err = Start(context.Background(), Options{Agent: n.agent, NodeName: "node", Client: n.client,
-		KubeletRootDir: filepath.Join(dir, "kubelet"), CDIDir: filepath.Join(dir, "cdi"), Log: quiet})
+		KubeletRootDir: filepath.Join(n.dir, "kubelet"), CDIDir: filepath.Join(n.dir, "cdi"), Log: quiet})
 	require.NoError(t, err)
-	t.Cleanup(func() {
+}
+
+func (n *testNode) stop() {
+	if n.driver != nil {
 		n.driver.Stop()
 		n.store.Close()
-	})
-	return n
+		n.driver = nil
+	}
 }
 
 func dial(t *testing.T, path string) *grpc.ClientConn {
@@ -195,13 +209,19 @@ func TestDriverWithTheKubelet(t *testing.T) {
 	assert.FileExists(t, spec)
 	n.slice(t, 0, "compute")
 
-	// The CDI spec lost (a reboot emptied /var/run/cdi): the next prepare
-	// answers from the record and writes it again.
+	// The agent restarted, and the CDI spec lost (a reboot emptied
+	// /var/run/cdi): the kubelet, registered again, prepares again; the
+	// record answers and the spec is written again.
+	n.stop()
 	require.NoError(t, os.Remove(spec))
+	n.start(t)
+	kubelet = n.kubelet(t)
 	resp, err := kubelet.NodePrepareResources(ctx, req)
 	require.NoError(t, err)
 	assert.Equal(t, first.Devices[0].CdiDeviceIds, resp.Claims[string(c.UID)].Devices[0].CdiDeviceIds)
 	assert.FileExists(t, spec)
+	assert.Len(t, n.store.All(), 1, "the record of before the restart")
+	n.slice(t, 0, "compute")
 
 	unreq := &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{pbClaim(c)}}
 	for range 2 {
