@@ -35,12 +35,12 @@ func claimRequest(c *resourceapi.ResourceClaim, pool string) (agent.ClaimRequest
 	}
 	req := agent.ClaimRequest{Claim: state.Claim{UID: string(c.UID), Namespace: c.Namespace, Name: c.Name, Pool: pool}}
 	pods := reservedPods(c)
-	if len(pods) > 1 {
+	if len(pods) != 1 {
+		// The kubelet prepares a claim for the pod it starts: its
+		// reservation names it, and no other may share the vGPU.
 		return fail("reserved for %d pods: a gpuslice claim serves the containers of one pod (give each pod its own claim, from a ResourceClaimTemplate)", len(pods))
 	}
-	if len(pods) == 1 {
-		req.Pod, req.PodUID = pods[0].Name, string(pods[0].UID)
-	}
+	req.Pod, req.PodUID = pods[0].Name, string(pods[0].UID)
 	configs, err := opaqueConfigs(c.Status.Allocation.Devices.Config)
 	if err != nil {
 		return fail("%v", err)

@@ -120,6 +120,11 @@ func TestClaimRequestRefusals(t *testing.T) {
 			c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "q", UID: "q"})
 			return c
 		}(), "claim ns/train: reserved for 2 pods: a gpuslice claim serves the containers of one pod"},
+		{"no pod", func() *resourceapi.ResourceClaim {
+			c := allocatedClaim(ok)
+			c.Status.ReservedFor[0].Resource = "workloads"
+			return c
+		}(), "claim ns/train: reserved for 0 pods"},
 		{"unknown parameter", allocatedClaim(ok, opaque(fromClaim, "other.example.com", `{}`),
 			opaque(fromClaim, "gpu.gpuslice.io", `{`+vgpuID+`, "cores": 30}`)),
 			"claim ns/train: spec.devices.config[1].opaque.parameters.cores: unknown field"},
