@@ -98,7 +98,7 @@ func Start(ctx context.Context, o Options) (*Driver, error) {
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(ctx, logr.FromSlogHandler(o.Log.Handler())))
 	d := &Driver{opts: o, cdi: specs, republish: make(chan struct{}, 1), cancel: cancel,
-		resch: &rescheduler{client: o.Client, log: o.Log}}
+		resch: &rescheduler{ctx: ctx, client: o.Client, log: o.Log}}
 	d.helper, err = kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(draapi.DriverName),
 		kubeletplugin.NodeName(o.NodeName),
@@ -168,15 +168,15 @@ func (d *Driver) publish(ctx context.Context) {
 // PrepareResourceClaims prepares each claim; one that cannot be prepared
 // gets its reason, which the kubelet shows as an event on the pod, and is
 // asked for again later.
-func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, c := range claims {
-		out[c.UID] = d.prepare(ctx, c)
+		out[c.UID] = d.prepare(c)
 	}
 	return out, nil
 }
 
-func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+func (d *Driver) prepare(c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	al, err := d.record(c)
 	if err != nil {
 		d.opts.Log.Warn("DRA: claim not prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "error", err)
@@ -184,7 +184,7 @@ func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim) kube
 			// The slice still said unused when the scheduler chose the
 			// card: now it does not, and a new pod would go elsewhere.
 			d.changed()
-			d.resch.reschedule(ctx, c, err)
+			d.resch.reschedule(c, err)
 		}
 		return kubeletplugin.PrepareResult{Err: err}
 	}
@@ -249,7 +249,10 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 // HandleError logs the helper's background errors. None stops the agent:
 // its NRI side serves the annotation route whatever the DRA side does, and
 // a claim the driver cannot prepare runs nowhere.
-func (d *Driver) HandleError(_ context.Context, err error, msg string) {
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	if ctx.Err() != nil {
+		return // stopping: what was cut short is no problem
+	}
 	var dropped *resourceslice.DroppedFieldsError
 	if errors.As(err, &dropped) {
 		d.opts.Log.Error("DRA: the API server dropped fields of the ResourceSlice: claims cannot share the cards; "+

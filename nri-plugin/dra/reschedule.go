@@ -41,20 +41,22 @@ func modeRace(err error) bool {
 // node's own credentials (the Node authorizer and NodeRestriction), it
 // can get and evict only pods bound to its node.
 type rescheduler struct {
+	// ctx is the driver's: the evictions outlive the kubelet's call.
+	ctx    context.Context
 	client kubernetes.Interface
 	log    *slog.Logger
 	wg     sync.WaitGroup // tests wait for the evictions
 }
 
 // reschedule evicts, in the background (the kubelet's prepare call does
-// not wait for the API server), each pod of claim c that a controller
-// owns.
-func (r *rescheduler) reschedule(ctx context.Context, c *resourceapi.ResourceClaim, why error) {
+// not wait for the API server, and its context ends with the call), each
+// pod of claim c that a controller owns.
+func (r *rescheduler) reschedule(c *resourceapi.ResourceClaim, why error) {
 	for _, ref := range reservedPods(c) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, evictTimeout)
+			ctx, cancel := context.WithTimeout(r.ctx, evictTimeout)
 			defer cancel()
 			r.evict(ctx, c.Namespace, ref, why)
 		}()
