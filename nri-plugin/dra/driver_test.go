@@ -41,7 +41,7 @@ type testNode struct {
 	driver *Driver
 }
 
-func newTestAgent(t *testing.T, dir string) (*agent.Agent, *state.Store) {
+func newTestAgent(t testing.TB, dir string) (*agent.Agent, *state.Store) {
 	t.Helper()
 	root := filepath.Join(dir, "root")
 	if _, err := os.Stat(root); err != nil { // a restart finds them there
@@ -65,7 +65,7 @@ func newTestAgent(t *testing.T, dir string) (*agent.Agent, *state.Store) {
 	return a, store
 }
 
-func startNode(t *testing.T) *testNode {
+func startNode(t testing.TB) *testNode {
 	t.Helper()
 	// Short: the sockets' paths must fit in 108 bytes.
 	dir, err := os.MkdirTemp("", "dra")
@@ -79,7 +79,7 @@ func startNode(t *testing.T) *testNode {
 }
 
 // start starts the agent and its driver over the node's directory.
-func (n *testNode) start(t *testing.T) {
+func (n *testNode) start(t testing.TB) {
 	t.Helper()
 	n.agent, n.store = newTestAgent(t, n.dir)
 	var err error
@@ -96,7 +96,7 @@ func (n *testNode) stop() {
 	}
 }
 
-func dial(t *testing.T, path string) *grpc.ClientConn {
+func dial(t testing.TB, path string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func dial(t *testing.T, path string) *grpc.ClientConn {
 
 // kubelet is the kubelet's side of the driver's two sockets, as the
 // kubelet's plugin manager finds and uses them.
-func (n *testNode) kubelet(t *testing.T) drapb.DRAPluginClient {
+func (n *testNode) kubelet(t testing.TB) drapb.DRAPluginClient {
 	t.Helper()
 	ctx := context.Background()
 	reg := registerapi.NewRegistrationClient(dial(t, filepath.Join(n.dir, "kubelet", "plugins_registry", "gpu.gpuslice.io-reg.sock")))
@@ -123,7 +123,7 @@ func (n *testNode) kubelet(t *testing.T) drapb.DRAPluginClient {
 
 // claim stores an allocated claim of memory and cores on card, reserved
 // for pod pod (a ReplicaSet's when owned).
-func (n *testNode) claim(t *testing.T, name string, card int, memory, cores string, pod string, owned bool) *resourceapi.ResourceClaim {
+func (n *testNode) claim(t testing.TB, name string, card int, memory, cores string, pod string, owned bool) *resourceapi.ResourceClaim {
 	t.Helper()
 	c := allocatedClaim([]resourceapi.DeviceRequestAllocationResult{result("gpu", card, memory, cores)})
 	c.Name, c.UID = name, types.UID("uid-"+name)
