@@ -19,6 +19,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/gpuslice/gpuslice/nri-plugin/agent"
+	"github.com/gpuslice/gpuslice/nri-plugin/dra"
 	"github.com/gpuslice/gpuslice/pkg/config"
 	"github.com/gpuslice/gpuslice/pkg/kmod"
 	"github.com/gpuslice/gpuslice/pkg/placement"
@@ -69,7 +70,11 @@ func run(args []string, log *slog.Logger) error {
 	// Run returns when the runtime closes the connection (containerd
 	// stopped or restarted): exit and let the service manager restart us;
 	// the state file carries the allocations over.
-	if err := s.Run(context.Background()); err != nil {
+	err = s.Run(context.Background())
+	if p.dra != nil {
+		p.dra.Stop()
+	}
+	if err != nil {
 		return fmt.Errorf("NRI connection: %w", err)
 	}
 	return nil
@@ -90,6 +95,7 @@ type plugin struct {
 	a      *agent.Agent
 	broken error
 	obs    *observability // nil until the agent is built
+	dra    *dra.Driver    // nil when the DRA driver does not run
 }
 
 // build creates the agent; text, when not empty, is the configuration
@@ -99,6 +105,10 @@ func (p *plugin) build(text string) {
 		return
 	}
 	a, cfg, err := p.newAgent(text)
+	if err == nil {
+		// The same agent behind both doors: one state, one placement.
+		p.dra, err = startDRA(a, cfg, p.log)
+	}
 	if err != nil {
 		p.broken = err
 		p.log.Error("the agent cannot work; containers asking for a vGPU are refused", "error", err)
@@ -144,7 +154,7 @@ func (p *plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 func (p *plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	if p.a == nil {
 		req, err := quota.Parse(pod.GetAnnotations(), ctr.GetName(), ctr.GetAnnotations())
-		if req == nil && err == nil {
+		if req == nil && err == nil && len(agent.ClaimsOf(ctr.GetEnv())) == 0 {
 			return nil, nil, nil
 		}
 		return nil, nil, fmt.Errorf("gpuslice: the node agent cannot work (%v): containers asking for a vGPU are refused until it is fixed", p.broken)
@@ -187,7 +197,7 @@ func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, error) {
 	for _, c := range found {
 		policy, maxInst := cfg.CardSettings(c.Index)
 		cards = append(cards, agent.Card{Index: c.Index, UUID: c.UUID, Model: c.Name, Minor: c.Minor,
-			MemoryBytes: c.MemoryBytes, Policy: policy, MaxInst: maxInst})
+			MemoryBytes: c.MemoryBytes, Policy: policy, MaxInst: maxInst, DriverVersion: c.DriverVersion})
 	}
 	store, err := state.Open(cfg.StateDir)
 	if err != nil {
@@ -227,13 +237,13 @@ func layout(cfg *config.Config) (agent.Layout, error) {
 	if _, err := os.Stat(cfg.Shim); err != nil {
 		return l, fmt.Errorf("shim: %w (install libgpuslice.so there or set shim in the config)", err)
 	}
-	if cfg.PreloadFile {
-		// A file naming the shim, mounted as the container's
-		// /etc/ld.so.preload: a scrubbed environment does not escape it.
-		l.PreloadHost = filepath.Join(cfg.StateDir, "ld.so.preload")
-		if err := os.WriteFile(l.PreloadHost, []byte(cfg.ShimMountPath+"\n"), 0o644); err != nil {
-			return l, err
-		}
+	// A file naming the shim, mounted as the container's
+	// /etc/ld.so.preload (a scrubbed environment does not escape it): in
+	// the containers of DRA claims always, in the others with preloadFile.
+	l.PreloadHost = filepath.Join(cfg.StateDir, "ld.so.preload")
+	l.PreloadAnnotated = cfg.PreloadFile
+	if err := os.WriteFile(l.PreloadHost, []byte(cfg.ShimMountPath+"\n"), 0o644); err != nil {
+		return l, err
 	}
 	return l, nil
 }

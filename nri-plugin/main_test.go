@@ -43,6 +43,11 @@ func TestBrokenAgentRefuses(t *testing.T) {
 	assert.Contains(t, err.Error(), "cannot work")
 	assert.Contains(t, err.Error(), "/nonexistent/libgpuslice.so")
 
+	claim := &api.Container{Id: "c2", Name: "main", Env: []string{"GPUSLICE_CLAIM=u1"}}
+	_, _, err = p.CreateContainer(context.Background(), &api.PodSandbox{}, claim)
+	require.Error(t, err, "a DRA claim's container too")
+	assert.Contains(t, err.Error(), "cannot work")
+
 	adj, _, err := p.CreateContainer(context.Background(), &api.PodSandbox{}, ctr)
 	require.NoError(t, err)
 	assert.Nil(t, adj)

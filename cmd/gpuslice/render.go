@@ -82,7 +82,7 @@ func writeCard(b *strings.Builder, enforce string, c status.Card) {
 			cmp.Compare(x.Container, y.Container), cmp.Compare(x.ID, y.ID))
 	})
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  CONTAINER\tVGPU\tMODE\tMEMORY MiB\tQUOTA\tUSE\tPRIORITY\tPROCS")
+	fmt.Fprintln(tw, "  CONTAINER\tCLAIM\tVGPU\tMODE\tMEMORY MiB\tQUOTA\tUSE\tPRIORITY\tPROCS")
 	for _, v := range vgpus {
 		id := "-"
 		if v.ID >= 0 {
@@ -100,7 +100,7 @@ func writeCard(b *strings.Builder, enforce string, c status.Card) {
 		if v.Processes != nil {
 			procs = strconv.Itoa(*v.Processes)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s/%s\t%d%%\t%s\t%s\t%s\n", containerName(v), id, dash(v.Mode),
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s/%s\t%d%%\t%s\t%s\t%s\n", containerName(v), dash(v.Claim), id, dash(v.Mode),
 			mibp(v.MemoryUsedBytes), mib(v.MemoryCapBytes), v.QuotaPercent, use, prio, procs)
 	}
 	tw.Flush() // writes to a strings.Builder: cannot fail

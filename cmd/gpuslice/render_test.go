@@ -36,6 +36,11 @@ func nodes() map[string]*status.Node {
 						{ID: 7, Namespace: "web", Pod: "render-0", Container: "main", ContainerID: "c7",
 							Mode: "memory", MemoryCapBytes: 1024 * mb, MemoryUsedBytes: ptr(uint64(1000 * mb)),
 							CoreUsedPercent: ptr(3.25), Processes: ptr(1)},
+						// A DRA claim's, shared by two containers of its pod.
+						{ID: 8, Namespace: "web", Pod: "render-1", Container: "main,sidecar",
+							ContainerID: "claim-3f1e", Claim: "web/render-1-gpu-x7k2p",
+							Mode: "memory", MemoryCapBytes: 2048 * mb, MemoryUsedBytes: ptr(uint64(512 * mb)),
+							Processes: ptr(2)},
 					}},
 				{Index: 0, UUID: "GPU-5f3e1a2b-0c4d-4e5f-9a6b-7c8d9e0f1a2b", Model: "NVIDIA A100-SXM4-40GB",
 					Policy: 4, MaxInst: 20, Healthy: ptr(true),

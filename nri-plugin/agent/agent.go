@@ -40,6 +40,9 @@ type Card struct {
 	MemoryBytes uint64
 	Policy      int
 	MaxInst     int
+	// DriverVersion is the NVIDIA driver's ("" unknown), for the DRA
+	// driver's ResourceSlice.
+	DriverVersion string
 }
 
 // Options are the agent's resolved settings (package config reads them
@@ -62,10 +65,11 @@ type Options struct {
 // Agent is the plugin. Its handlers are serialised: placement reads and
 // writes the whole node's allocations.
 type Agent struct {
-	opts  Options
-	mu    sync.Mutex
-	cards []placement.Card
-	byIdx map[int]Card
+	opts     Options
+	mu       sync.Mutex
+	cards    []placement.Card
+	byIdx    map[int]Card
+	onChange []func() // see OnChange
 }
 
 // New checks the options and, in module mode, configures every card in
@@ -145,6 +149,13 @@ func (a *Agent) placed() []placement.VGPU {
 // that cannot be honoured fails the creation with one message.
 func (a *Agent) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	req, err := quota.Parse(pod.GetAnnotations(), ctr.GetName(), ctr.GetAnnotations())
+	if uids := ClaimsOf(ctr.GetEnv()); len(uids) > 0 {
+		adj, err := a.createClaimContainer(pod, ctr, uids, req != nil || err != nil || asksByAnnotation(pod, ctr))
+		if err != nil {
+			return nil, nil, a.refuse(pod, ctr, err)
+		}
+		return adj, nil, nil
+	}
 	if err != nil {
 		return nil, nil, a.refuse(pod, ctr, err)
 	}
@@ -155,6 +166,9 @@ func (a *Agent) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api
 	defer a.mu.Unlock()
 	al, ok := a.opts.Store.Get(ctr.GetId())
 	if !ok {
+		if claim := a.podClaim(pod.GetUid()); claim != "" {
+			return nil, nil, a.refuse(pod, ctr, bothWays(pod, claim))
+		}
 		if al, err = a.allocate(pod, ctr, req); err != nil {
 			return nil, nil, a.refuse(pod, ctr, err)
 		}
@@ -200,6 +214,7 @@ func (a *Agent) allocate(pod *api.PodSandbox, ctr *api.Container, req *quota.Req
 		a.removeLedgerDir(al)
 		return state.Allocation{}, err
 	}
+	a.changed()
 	return al, nil
 }
 
@@ -208,6 +223,12 @@ func (a *Agent) allocate(pod *api.PodSandbox, ctr *api.Container, req *quota.Req
 // run yet. A failure fails the start: nothing runs unisolated.
 func (a *Agent) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	if a.opts.Enforce != EnforceModule {
+		return nil
+	}
+	if uids := ClaimsOf(ctr.GetEnv()); len(uids) == 1 {
+		if err := a.startClaimContainer(uids[0]); err != nil {
+			return a.refuse(pod, ctr, err)
+		}
 		return nil
 	}
 	a.mu.Lock()
@@ -257,6 +278,10 @@ func (a *Agent) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*api.
 	}
 	kept := 0
 	for _, al := range a.opts.Store.All() {
+		if al.Claim != nil {
+			kept++ // the kubelet unprepares it, whatever its containers
+			continue
+		}
 		c, ok := live[al.Container]
 		if !ok {
 			a.opts.Log.Info("releasing the vGPUs of a container gone while the agent was away",
@@ -268,6 +293,7 @@ func (a *Agent) Synchronize(_ context.Context, _ []*api.PodSandbox, ctrs []*api.
 		a.bindStarted(a.recordCgroup(al, c), c)
 	}
 	if a.opts.Enforce == EnforceModule {
+		a.bindClaimsStarted(ctrs)
 		a.reconcileKernel()
 	}
 	a.opts.Log.Info("synchronized", "containers", len(ctrs), "allocations", kept)
@@ -315,6 +341,7 @@ func (a *Agent) release(al state.Allocation) {
 	if err := a.opts.Store.Delete(al.Container); err != nil {
 		a.opts.Log.Error("forgetting an allocation", "id", al.Container, "error", err)
 	}
+	a.changed()
 }
 
 func cardList(al state.Allocation) []int {

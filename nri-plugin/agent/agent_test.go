@@ -202,6 +202,7 @@ func TestAdjustmentReclaimWindow(t *testing.T) {
 func TestPreloadFileAndCDI(t *testing.T) {
 	n := newNode(t, EnforceFile, cards16(2, 1)...)
 	n.opts.Layout.PreloadHost = filepath.Join(n.dir, "ld.so.preload")
+	n.opts.Layout.PreloadAnnotated = true
 	n.opts.CDI = func(c Card) string {
 		if c.Index == 1 {
 			return "nvidia.com/gpu=1"

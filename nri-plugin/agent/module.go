@@ -74,6 +74,13 @@ func (a *Agent) bind(al *state.Allocation, cgroupsPath string) error {
 	if err != nil {
 		return err
 	}
+	return a.bindDir(al, dir)
+}
+
+// bindDir creates the allocation's vGPUs not created yet, bound to the
+// cgroup of host directory dir, and records their ids; on failure none
+// is left.
+func (a *Agent) bindDir(al *state.Allocation, dir string) error {
 	id, err := a.opts.CgroupID(dir)
 	if err != nil {
 		return fmt.Errorf("the container's cgroup %s: %w (module mode needs a cgroup v2 host)", dir, err)

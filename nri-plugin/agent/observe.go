@@ -152,6 +152,9 @@ func (ob *Observer) Sample(now time.Time) *status.Node {
 			s := status.VGPU{ID: v.KmodID, Namespace: al.Namespace, Pod: al.Pod, Container: al.Name,
 				ContainerID: al.Container, Mode: modeName(v.Mode), QuotaPercent: int(v.Cores),
 				HighPriority: v.Priority == 1, MemoryCapBytes: v.MemoryBytes}
+			if al.Claim != nil {
+				s.Claim = al.Claim.Namespace + "/" + al.Claim.Name
+			}
 			if al.Enforce != EnforceModule {
 				s.ID = -1
 			}

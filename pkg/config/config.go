@@ -80,6 +80,19 @@ const (
 	CDIAlways CDIMode = "always" // require a spec; fail the container without one
 )
 
+// DRAMode says whether the agent runs its DRA driver (gpu.gpuslice.io, a
+// kubelet plugin) beside its NRI plugin.
+type DRAMode string
+
+// The DRA modes.
+const (
+	// DRAAuto runs it when the agent has Kubernetes credentials (a
+	// kubeconfig, or in-cluster ones) and a node name.
+	DRAAuto DRAMode = "auto"
+	DRAOn   DRAMode = "on"  // run it; without credentials or a node name the agent cannot work
+	DRAOff  DRAMode = "off" // never: the annotation route only
+)
+
 // Config is the agent's configuration. Its JSON tags are the file's keys.
 type Config struct {
 	// Policy is every card's default compute policy, 0-MaxPolicy.
@@ -137,6 +150,21 @@ type Config struct {
 	// fixed card set (machines without a GPU).
 	SimulatedCards []SimulatedCard `json:"simulatedCards"`
 
+	// DRA says whether the DRA driver runs.
+	DRA DRAMode `json:"dra"`
+	// Kubeconfig is the kubeconfig of the driver's identity (the node's
+	// own, /etc/kubernetes/kubelet.conf, is the least privilege); "":
+	// in-cluster credentials when the agent runs in a pod.
+	Kubeconfig string `json:"kubeconfig"`
+	// NodeName is the Kubernetes node's name; "": $NODE_NAME.
+	NodeName string `json:"nodeName"`
+	// KubeletRootDir is the kubelet's --root-dir: the driver registers in
+	// its plugins_registry/ and serves in plugins/gpu.gpuslice.io/.
+	KubeletRootDir string `json:"kubeletRootDir"`
+	// DRACDIDir is where the driver writes each prepared claim's CDI
+	// spec; the runtime must read CDI specs there.
+	DRACDIDir string `json:"draCDIDir"`
+
 	// Path is the file the configuration was read from; "" when none was.
 	Path string `json:"-"`
 
@@ -189,7 +217,18 @@ func Default() Config {
 		MetricsWindowMs: 1000,
 		StatusSocket:    "/run/gpuslice/agent.sock",
 		NVMLLibrary:     gpu.DefaultNVMLLibrary,
+		DRA:             DRAAuto,
+		KubeletRootDir:  "/var/lib/kubelet",
+		DRACDIDir:       "/var/run/cdi",
 	}
+}
+
+// NodeNameOrEnv is NodeName, or $NODE_NAME when it is empty.
+func (c *Config) NodeNameOrEnv() string {
+	if c.NodeName != "" {
+		return c.NodeName
+	}
+	return os.Getenv("NODE_NAME")
 }
 
 // CardSettings returns card index's policy and compute units: its entry in
@@ -214,7 +253,8 @@ func (c *Config) CardSettings(index int) (policy, maxInst int) {
 func (c *Config) SimulatedGPUCards() []gpu.Card {
 	var cards []gpu.Card
 	for _, s := range c.SimulatedCards {
-		g := gpu.Card{Name: s.Name, UUID: s.UUID, MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20}
+		g := gpu.Card{Name: s.Name, UUID: s.UUID, MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20,
+			DriverVersion: simgpu.DriverVersion}
 		if s.Index != nil {
 			g.Index = *s.Index
 		}
@@ -338,6 +378,15 @@ func (c *Config) Validate() error {
 	if err := checkLibrary(c.NVMLLibrary); err != nil {
 		bad("nvmlLibrary", "%q %v", c.NVMLLibrary, err)
 	}
+	oneOf("dra", string(c.DRA), string(DRAAuto), string(DRAOn), string(DRAOff))
+	if c.Kubeconfig != "" {
+		absPath("kubeconfig", c.Kubeconfig)
+	}
+	if c.NodeName != "" && !validNodeName(c.NodeName) {
+		bad("nodeName", "%q is not a node name: lower-case letters, digits, '-' and '.', at most 253", c.NodeName)
+	}
+	absPath("kubeletRootDir", c.KubeletRootDir)
+	absPath("draCDIDir", c.DRACDIDir)
 	errs = append(errs, c.validateSimulated()...)
 	return errors.Join(errs...)
 }
@@ -420,4 +469,22 @@ func checkLibrary(lib string) error {
 		return errors.New("is a relative path: give a soname (no /) or an absolute path")
 	}
 	return nil
+}
+
+// validNodeName accepts a DNS subdomain, as Kubernetes names nodes.
+func validNodeName(n string) bool {
+	if len(n) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(n, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -35,6 +35,9 @@ func TestDefault(t *testing.T) {
 		MetricsWindowMs: 1000,
 		StatusSocket:    "/run/gpuslice/agent.sock",
 		NVMLLibrary:     "libnvidia-ml.so.1",
+		DRA:             DRAAuto,
+		KubeletRootDir:  "/var/lib/kubelet",
+		DRACDIDir:       "/var/run/cdi",
 	}, d)
 	// Each call returns its own slices.
 	d.CDISpecDirs[0] = "/changed"
@@ -59,6 +62,14 @@ func TestCardSettings(t *testing.T) {
 	}
 }
 
+func TestNodeNameOrEnv(t *testing.T) {
+	t.Setenv("NODE_NAME", "from-env")
+	c := Default()
+	assert.Equal(t, "from-env", c.NodeNameOrEnv())
+	c.NodeName = "set"
+	assert.Equal(t, "set", c.NodeNameOrEnv())
+}
+
 func TestSimulatedGPUCards(t *testing.T) {
 	c := Default()
 	c.SimulatedCards = []SimulatedCard{
@@ -67,8 +78,8 @@ func TestSimulatedGPUCards(t *testing.T) {
 	}
 	require.NoError(t, c.Validate())
 	assert.Equal(t, []gpu.Card{
-		{Index: 0, UUID: simgpu.UUID(0), Name: SimulatedName, MemoryBytes: 16 << 30, Minor: 0},
-		{Index: 1, UUID: "GPU-x", Name: "Sim X", MemoryBytes: 8 << 30, Minor: 5},
+		{Index: 0, UUID: simgpu.UUID(0), Name: SimulatedName, MemoryBytes: 16 << 30, Minor: 0, DriverVersion: simgpu.DriverVersion},
+		{Index: 1, UUID: "GPU-x", Name: "Sim X", MemoryBytes: 8 << 30, Minor: 5, DriverVersion: simgpu.DriverVersion},
 	}, c.SimulatedGPUCards())
 }
 
@@ -197,6 +208,16 @@ func TestValidate(t *testing.T) {
 		{"simulated uuid duplicate", func(c *Config) {
 			c.SimulatedCards = []SimulatedCard{{Index: ptr(0), MemoryMiB: 1}, {Index: ptr(1), MemoryMiB: 1, UUID: simgpu.UUID(0)}}
 		}, `simulatedCards[1].uuid: "` + simgpu.UUID(0) + `" is also simulatedCards[0]'s: UUIDs must be unique`},
+		{"dra", func(c *Config) { c.DRA = "yes" }, `dra: "yes" is not one of auto, on, off`},
+		{"kubeconfig relative", func(c *Config) { c.Kubeconfig = "kubelet.conf" },
+			`kubeconfig: "kubelet.conf" is not an absolute path: give a path starting with /`},
+		{"nodeName", func(c *Config) { c.NodeName = "Node_1" },
+			`nodeName: "Node_1" is not a node name: lower-case letters, digits, '-' and '.', at most 253`},
+		{"nodeName dotted", func(c *Config) { c.NodeName = "node-1.zone.example" }, ""},
+		{"kubeletRootDir", func(c *Config) { c.KubeletRootDir = "" },
+			`kubeletRootDir: "" is not an absolute path: give a path starting with /`},
+		{"draCDIDir", func(c *Config) { c.DRACDIDir = "cdi" },
+			`draCDIDir: "cdi" is not an absolute path: give a path starting with /`},
 		{"every problem, one per line", func(c *Config) { c.Policy, c.SliceMs, c.Placement = 8, 0, "x" },
 			"policy: 8 is out of range 0-6\nsliceMs: 0 is out of range 1-100\nplacement: \"x\" is not one of binpack, spread"},
 	} {

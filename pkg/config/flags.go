@@ -48,7 +48,8 @@ func (o *override) Set(s string) error {
 //	-policy -max-inst -slice-ms -reclaim-ms -placement -enforcement -shim
 //	-shim-mount-path -preload-file -state-dir -ledger-dir -sched-dir -device-root
 //	-cdi -cdi-spec-dirs -metrics-address -metrics-window-ms -status-socket
-//	-nvml-library -simulate
+//	-nvml-library -simulate -dra -kubeconfig -node-name -kubelet-root-dir
+//	-dra-cdi-dir
 //
 // Flag values are checked as they are parsed, so fs.Parse reports a bad
 // one by its flag name. After fs.Parse, call Resolve. The help shows the
@@ -167,6 +168,27 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 			}
 			return func(c *Config) { c.NVMLLibrary = s }, nil
 		})
+	choiceFlag("dra", string(d.DRA), "DRA driver `mode` (gpu.gpuslice.io): %s (auto: when Kubernetes credentials and a node name are found)",
+		func(c *Config, s string) { c.DRA = DRAMode(s) },
+		string(DRAAuto), string(DRAOn), string(DRAOff))
+	add("kubeconfig", "", "kubeconfig `file` of the DRA driver (\"\": in-cluster credentials; absolute path)",
+		func(s string) (func(*Config), error) {
+			if s != "" && !filepath.IsAbs(s) {
+				return nil, fmt.Errorf("%q is not an absolute path: give a path starting with /, or \"\" for in-cluster credentials", s)
+			}
+			return func(c *Config) { c.Kubeconfig = s }, nil
+		})
+	add("node-name", "", "the Kubernetes node's `name` (\"\": $NODE_NAME)",
+		func(s string) (func(*Config), error) {
+			if s != "" && !validNodeName(s) {
+				return nil, fmt.Errorf("%q is not a node name: lower-case letters, digits, '-' and '.'", s)
+			}
+			return func(c *Config) { c.NodeName = s }, nil
+		})
+	pathFlag("kubelet-root-dir", d.KubeletRootDir, "the kubelet's root `dir`ectory (its plugins_registry/ and plugins/)",
+		func(c *Config, s string) { c.KubeletRootDir = s })
+	pathFlag("dra-cdi-dir", d.DRACDIDir, "`dir`ectory of the DRA claims' CDI specs (the runtime must read it)",
+		func(c *Config, s string) { c.DRACDIDir = s })
 	add("simulate", "", "simulated `cards` instead of NVML, index:MiB[:minor],... e.g. 0:16384,1:16384 (\"\": none)",
 		func(s string) (func(*Config), error) {
 			cards, err := ParseSimulate(s)

@@ -34,7 +34,8 @@ func TestFlagsOverrideEverySetting(t *testing.T) {
 		"-enforcement", "module", "-shim", "/s.so", "-shim-mount-path", "/m.so", "-preload-file=false",
 		"-state-dir", "/st", "-ledger-dir", "/le", "-sched-dir", "/sd", "-device-root", "/dr", "-cdi", "never",
 		"-cdi-spec-dirs", "/a, /b", "-metrics-address", "", "-metrics-window-ms", "250",
-		"-status-socket", "/s.sock", "-nvml-library", "/lib/nvml.so", "-simulate", "2:1024")
+		"-status-socket", "/s.sock", "-nvml-library", "/lib/nvml.so", "-simulate", "2:1024",
+		"-dra", "off", "-kubeconfig", "", "-node-name", "n2", "-kubelet-root-dir", "/kr", "-dra-cdi-dir", "/cd")
 	require.NoError(t, err)
 	want := Config{
 		Policy: 5, MaxInst: 30, SliceMs: 9, ReclaimMs: 40,
@@ -48,7 +49,8 @@ func TestFlagsOverrideEverySetting(t *testing.T) {
 		CDI: CDINever, CDISpecDirs: []string{"/a", "/b"}, MetricsAddress: "",
 		MetricsWindowMs: 250, StatusSocket: "/s.sock", NVMLLibrary: "/lib/nvml.so",
 		SimulatedCards: []SimulatedCard{{Index: ptr(2), MemoryMiB: 1024, Minor: ptr(2)}},
-		Path:           p,
+		DRA:            DRAOff, Kubeconfig: "", NodeName: "n2", KubeletRootDir: "/kr", DRACDIDir: "/cd",
+		Path: p,
 	}
 	c.flags = nil
 	assert.Equal(t, want, c)

@@ -44,6 +44,11 @@ nvmlLibrary: /opt/sim/libnvidia-ml.so.1
 simulatedCards:
   - {index: 0, memoryMiB: 16384, uuid: GPU-sim-a, minor: 2}
   - {index: 1, memoryMiB: 8192, name: Sim B}
+dra: "on"
+kubeconfig: /etc/kubernetes/kubelet.conf
+nodeName: node-1.example
+kubeletRootDir: /srv/kubelet
+draCDIDir: /srv/cdi
 `
 
 func TestLoadFullFile(t *testing.T) {
@@ -79,6 +84,8 @@ func TestLoadFullFile(t *testing.T) {
 			{Index: ptr(0), MemoryMiB: 16384, UUID: "GPU-sim-a", Minor: ptr(2)},
 			{Index: ptr(1), MemoryMiB: 8192, Name: "Sim B"},
 		},
+		DRA: DRAOn, Kubeconfig: "/etc/kubernetes/kubelet.conf", NodeName: "node-1.example",
+		KubeletRootDir: "/srv/kubelet", DRACDIDir: "/srv/cdi",
 		Path: p,
 	}, c)
 	p0, m0 := c.CardSettings(0)
@@ -134,9 +141,9 @@ func TestLoadErrors(t *testing.T) {
 		name, text, want string
 	}{
 		{"unknown top-level key", "polcy: 1\n",
-			"polcy: unknown key; the keys are cards, cdi, cdiSpecDirs, deviceRoot, enforcement, ledgerDir, maxInst, " +
-				"metricsAddress, metricsWindowMs, nvmlLibrary, placement, policy, preloadFile, reclaimMs, schedDir, shim, " +
-				"shimMountPath, simulatedCards, sliceMs, stateDir, statusSocket"},
+			"polcy: unknown key; the keys are cards, cdi, cdiSpecDirs, deviceRoot, dra, draCDIDir, enforcement, kubeconfig, " +
+				"kubeletRootDir, ledgerDir, maxInst, metricsAddress, metricsWindowMs, nodeName, nvmlLibrary, placement, policy, " +
+				"preloadFile, reclaimMs, schedDir, shim, shimMountPath, simulatedCards, sliceMs, stateDir, statusSocket"},
 		{"the Go field name is no key", "Path: /x\n", "Path: unknown key"},
 		{"unknown key in cards", "cards:\n  - {index: 0}\n  - {index: 1, maxinst: 3}\n",
 			"cards[1].maxinst: unknown key; the keys of a cards entry are index, maxInst, policy"},

@@ -39,6 +39,9 @@ type Card struct {
 	// Minor is the minor number of the card's device node /dev/nvidia<Minor>.
 	// It is usually, but not always, equal to Index.
 	Minor int
+	// DriverVersion is the NVIDIA driver's version, the same for every
+	// card of a node; "" when unknown.
+	DriverVersion string
 }
 
 // Discoverer lists the node's cards.

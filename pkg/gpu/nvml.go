@@ -60,12 +60,19 @@ func (n *NVML) Cards() (cards []Card, err error) {
 		return nil, fmt.Errorf("NVML: the driver reports %d devices; gpuslice handles at most %d cards per node (indices 0-%d)",
 			count, MaxCards, MaxCards-1)
 	}
+	// The version only describes the cards (the DRA driver publishes it):
+	// a driver that cannot say leaves it empty rather than failing.
+	version, ret := n.lib.SystemGetDriverVersion()
+	if ret != nvml.SUCCESS {
+		version = ""
+	}
 	cards = make([]Card, 0, count)
 	for i := 0; i < count; i++ {
 		c, err := n.card(i)
 		if err != nil {
 			return nil, err
 		}
+		c.DriverVersion = version
 		cards = append(cards, c)
 	}
 	if err := Validate(cards); err != nil {

@@ -85,6 +85,7 @@ func TestNVMLSimulatedLibrary(t *testing.T) {
 			assert.Equal(t, "gpuslice test card", c.Name)
 			assert.Regexp(t, `^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, c.UUID)
 			assert.Equal(t, simgpu.UUID(i), c.UUID, "the simulated card set's UUID of card %d", i)
+			assert.Equal(t, simgpu.DriverVersion, c.DriverVersion, "the simulated card set's driver version")
 		}
 		assert.Equal(t, uint64(4096)<<20, cards[0].MemoryBytes)
 		assert.Equal(t, uint64(8192)<<20, cards[1].MemoryBytes)

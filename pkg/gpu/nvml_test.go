@@ -21,7 +21,8 @@ func fakeDevice(i int) *mock.Device {
 }
 
 func fakeCard(i int) Card {
-	return Card{Index: i, UUID: "GPU-fake-" + string(rune('0'+i)), Name: "Fake GPU", MemoryBytes: 16 << 30, Minor: 10 + i}
+	return Card{Index: i, UUID: "GPU-fake-" + string(rune('0'+i)), Name: "Fake GPU", MemoryBytes: 16 << 30, Minor: 10 + i,
+		DriverVersion: "580.65.06"}
 }
 
 // fakeLib is a mock NVML of devs that counts Init and Shutdown calls.
@@ -33,9 +34,10 @@ type fakeLib struct {
 func newFakeLib(devs ...*mock.Device) *fakeLib {
 	f := &fakeLib{}
 	f.Interface = &mock.Interface{
-		InitFunc:           func() nvml.Return { f.inits++; return nvml.SUCCESS },
-		ShutdownFunc:       func() nvml.Return { f.shutdowns++; return nvml.SUCCESS },
-		DeviceGetCountFunc: func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
+		InitFunc:                   func() nvml.Return { f.inits++; return nvml.SUCCESS },
+		ShutdownFunc:               func() nvml.Return { f.shutdowns++; return nvml.SUCCESS },
+		DeviceGetCountFunc:         func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
+		SystemGetDriverVersionFunc: func() (string, nvml.Return) { return "580.65.06", nvml.SUCCESS },
 		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
 			if i < 0 || i >= len(devs) {
 				return nil, nvml.ERROR_INVALID_ARGUMENT
@@ -160,4 +162,15 @@ func TestNVMLShutdownFailure(t *testing.T) {
 	cards, err := NewNVMLFrom(lib, "").Cards()
 	assert.Nil(t, cards)
 	require.EqualError(t, err, "NVML: shutdown: ERROR_UNKNOWN")
+}
+
+// A driver that cannot tell its version still lists its cards.
+func TestNVMLNoDriverVersion(t *testing.T) {
+	lib := newFakeLib(fakeDevice(0))
+	lib.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "", nvml.ERROR_NOT_SUPPORTED }
+	cards, err := NewNVMLFrom(lib, "").Cards()
+	require.NoError(t, err)
+	want := fakeCard(0)
+	want.DriverVersion = ""
+	assert.Equal(t, []Card{want}, cards)
 }

@@ -6,6 +6,10 @@ package simgpu
 
 import "fmt"
 
+// DriverVersion is the driver version the simulated NVML reports
+// (nvmlSystemGetDriverVersion), which simulated cards carry too.
+const DriverVersion = "570.00.01"
+
 // UUID is the UUID the simulated driver (simst_uuid) gives its device
 // index, in NVML's text form. A simulated card must carry it: the shim
 // matches devices to cards by UUID (the agent's GPUSLICE_CARD_UUIDS), and

@@ -50,11 +50,17 @@ type VGPU struct {
 	Mode        int    `json:"mode"` // placement.Mode
 	// KmodID is the vGPU's id in gpuslice.ko once created there, else -1.
 	KmodID int `json:"kmodID"`
+	// Request and ShareID name a claim's vGPU in its allocation: the
+	// claim's request and the share of the device it was given.
+	Request string `json:"request,omitempty"`
+	ShareID string `json:"shareID,omitempty"`
 }
 
-// Allocation is what one container holds.
+// Allocation is what one container holds, or one DRA claim (Claim set).
 type Allocation struct {
-	Container string    `json:"container"` // the container's id
+	// Container is the record's key: the container's id, or ClaimKey of
+	// the claim's UID.
+	Container string    `json:"container"`
 	Name      string    `json:"name"`
 	Pod       string    `json:"pod"`
 	Namespace string    `json:"namespace"`
@@ -69,7 +75,28 @@ type Allocation struct {
 	// (as /proc/<pid>/cgroup shows it to the agent): whose processes the
 	// driver's per-process figures are. Empty when the runtime gave none.
 	CgroupPath string `json:"cgroupPath,omitempty"`
+
+	// Claim is set on the allocation of a DRA ResourceClaim: prepared by
+	// the kubelet before any container of its pod exists, it lives until
+	// the kubelet unprepares it, whatever its containers do. Pod and
+	// Namespace are its pod's, Name the containers using it (comma
+	// separated), CgroupPath the pod's cgroup.
+	Claim *Claim `json:"claim,omitempty"`
 }
+
+// Claim identifies the ResourceClaim of an allocation.
+type Claim struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Pool      string `json:"pool"` // the ResourceSlice pool its devices are in
+}
+
+// ClaimPrefix starts the key of a claim's allocation.
+const ClaimPrefix = "claim-"
+
+// ClaimKey is the key of the allocation of the claim of UID uid.
+func ClaimKey(uid string) string { return ClaimPrefix + uid }
 
 type file struct {
 	Version     int                    `json:"version"`
@@ -379,5 +406,9 @@ func (s *Store) commit(rec record) error {
 
 func (a Allocation) clone() Allocation {
 	a.VGPUs = append([]VGPU(nil), a.VGPUs...)
+	if a.Claim != nil {
+		c := *a.Claim
+		a.Claim = &c
+	}
 	return a
 }

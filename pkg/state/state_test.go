@@ -184,3 +184,34 @@ func TestOneStorePerDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s2.Close())
 }
+
+// A claim's record, with its claim and its vGPUs' requests and shares,
+// survives a restart through the journal and the snapshot, and callers
+// get copies of its claim too.
+func TestClaimRecord(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	require.NoError(t, err)
+	a := alloc(ClaimKey("5f1c"), 1)
+	a.Claim = &Claim{UID: "5f1c", Namespace: "ns", Name: "train-gpu", Pool: "node-a"}
+	a.VGPUs[0].Request, a.VGPUs[0].ShareID = "gpu", "8d2a"
+	require.NoError(t, s.Put(a))
+
+	got, ok := s.Get("claim-5f1c")
+	require.True(t, ok)
+	got.Claim.Name = "changed"
+	again, _ := s.Get("claim-5f1c")
+	assert.Equal(t, "train-gpu", again.Claim.Name)
+
+	require.NoError(t, s.Close())
+	s2, err := Open(dir) // replays the journal, then compacts
+	require.NoError(t, err)
+	got, ok = s2.Get("claim-5f1c")
+	require.True(t, ok)
+	assert.Equal(t, a, got)
+	require.NoError(t, s2.Close())
+	s3, err := Open(dir) // from the snapshot
+	require.NoError(t, err)
+	got, _ = s3.Get("claim-5f1c")
+	assert.Equal(t, a, got)
+}

@@ -39,11 +39,15 @@ type Card struct {
 // VGPU is one container's share of one card.
 type VGPU struct {
 	// ID is the vGPU's id in gpuslice.ko; -1 in no-module mode.
-	ID           int    `json:"id"`
-	Namespace    string `json:"namespace"`
-	Pod          string `json:"pod"`
-	Container    string `json:"container"`
-	ContainerID  string `json:"container_id"`
+	ID        int    `json:"id"`
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"` // several, comma-separated, for a claim
+	// ContainerID is the container's id, or claim-<UID> for a claim.
+	ContainerID string `json:"container_id"`
+	// Claim is the DRA ResourceClaim of the vGPU, namespace/name; ""
+	// for a vGPU asked for by annotations.
+	Claim        string `json:"claim,omitempty"`
 	Mode         string `json:"mode"` // "compute" or "memory"
 	QuotaPercent int    `json:"quota_percent"`
 	HighPriority bool   `json:"high_priority"`
