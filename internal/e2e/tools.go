@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
@@ -28,20 +29,30 @@ func Tools() (string, error) {
 	return tools.bin, tools.err
 }
 
-// buildTools runs nri-plugin/e2e/tools.sh and returns the directory it
-// printed, once it is sure that directory has a containerd.
+// buildTools runs nri-plugin/e2e/tools.sh.
 func buildTools() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), toolsTimeout)
+	return BuildTools("tools.sh", toolsTimeout, "containerd")
+}
+
+// BuildTools runs script, a tools script of nri-plugin/e2e (tools.sh,
+// kube-tools.sh), which builds at pinned versions into a cache outside the
+// clone once per machine and prints the directory of the binaries, and
+// returns that directory once each of want (paths relative to it) is a
+// file there. Its error carries the end of the script's output.
+func BuildTools(script string, timeout time.Duration, want ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(testenv.Root(), "nri-plugin", "e2e", "tools.sh"))
+	cmd := exec.CommandContext(ctx, filepath.Join(testenv.Root(), "nri-plugin", "e2e", script))
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("nri-plugin/e2e/tools.sh failed: %v\n%s", err, tail(stderr.String(), 60))
+		return "", fmt.Errorf("nri-plugin/e2e/%s failed: %v\n%s", script, err, Tail(stderr.String(), 60))
 	}
 	bin := strings.TrimSpace(stdout.String())
-	if fi, err := os.Stat(filepath.Join(bin, "containerd")); err != nil || fi.IsDir() {
-		return bin, fmt.Errorf("nri-plugin/e2e/tools.sh printed %q, which has no containerd", bin)
+	for _, w := range want {
+		if fi, err := os.Stat(filepath.Join(bin, w)); err != nil || fi.IsDir() {
+			return bin, fmt.Errorf("nri-plugin/e2e/%s printed %q, which has no %s", script, bin, w)
+		}
 	}
 	return bin, nil
 }

@@ -109,15 +109,7 @@ func TestDRAConsumableCapacity(t *testing.T) {
 	c := kube.Shared(t)
 	cx := t.Context()
 	res := c.Client().ResourceV1()
-	class := &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: probeDriver},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", probeDriver)}}}},
-	}
-	if _, err := res.DeviceClasses().Create(cx, class, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = res.DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}) })
+	makeDeviceClass(t, c, probeDriver)
 	slice := probeSlice(c.NodeName(), probeCapacity(wholeMiB(ptr.To(apiresource.MustParse("1Mi")))))
 	if _, err := res.ResourceSlices().Create(cx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -160,6 +152,22 @@ func TestDRAConsumableCapacity(t *testing.T) {
 	if _, err := c.WaitPod(ns, "second", kube.PodTimeout, bound); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// makeDeviceClass makes the DeviceClass driver of the driver's devices,
+// deleted when the test ends.
+func makeDeviceClass(t *testing.T, c *kube.Cluster, driver string) {
+	t.Helper()
+	classes := c.Client().ResourceV1().DeviceClasses()
+	class := &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: driver},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)}}}},
+	}
+	if _, err := classes.Create(t.Context(), class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = classes.Delete(context.Background(), driver, metav1.DeleteOptions{}) })
 }
 
 // vgpuTemplate is a ResourceClaimTemplate of one device of the probe's

@@ -142,15 +142,7 @@ func TestDRAKubeletPlugin(t *testing.T) {
 	c := kube.Shared(t)
 	cx := t.Context()
 	res := c.Client().ResourceV1()
-	class := &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: pluginDriver},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", pluginDriver)}}}},
-	}
-	if _, err := res.DeviceClasses().Create(cx, class, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = res.DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}) })
+	makeDeviceClass(t, c, pluginDriver)
 	plugin := startNoopPlugin(t, c)
 
 	ns := c.Namespace(t)

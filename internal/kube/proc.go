@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpuslice/gpuslice/internal/e2e"
 )
 
 // proc is one running component (etcd, kube-apiserver, ..., kubelet).
@@ -111,7 +113,7 @@ func (c *Cluster) Logs(component string, lines int) string {
 	if err != nil {
 		return "(no " + component + " log: " + err.Error() + ")"
 	}
-	return component + " log (" + path + "), last lines:\n" + tail(string(b), lines)
+	return component + " log (" + path + "), last lines:\n" + e2e.Tail(string(b), lines)
 }
 
 // LogPath is the path of a component's log.

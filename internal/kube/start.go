@@ -244,12 +244,12 @@ func (c *Cluster) startContainerd() error {
 	return nil
 }
 
-// writeCNI puts the CNI plugins and the bridge network into containerd's
-// CNI directory, which it watches.
+// writeCNI puts the CNI plugins (links to the cache) and the bridge
+// network into containerd's CNI directory, which it watches.
 func (c *Cluster) writeCNI() error {
 	dir := filepath.Join(c.env.Dir(), "cni")
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
-		if err := copyFile(filepath.Join(c.cniBin, p), filepath.Join(dir, p), 0o755); err != nil {
+		if err := os.Symlink(filepath.Join(c.cniBin, p), filepath.Join(dir, p)); err != nil {
 			return err
 		}
 	}

@@ -3,9 +3,7 @@ package kube
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"net"
-	"os"
 )
 
 // randomID is 8 hex digits.
@@ -22,22 +20,4 @@ func ipList(addrs ...string) []net.IP {
 		ips = append(ips, net.ParseIP(a))
 	}
 	return ips
-}
-
-// copyFile copies a file with the given mode.
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -30,10 +30,9 @@
 #
 # Cold build on 2 cores: about 10-15 minutes (Kubernetes dominates), some
 # 3 GB of memory and 4 GB of Go build cache; when the binaries are there
-# the script only prints the directory. As in tools.sh the build goes into
-# a temporary directory beside the final one and is renamed into place,
-# under an exclusive flock, so concurrent callers wait for one build and an
-# interrupted build leaves nothing that looks complete.
+# the script only prints the directory. internal/scripts/tools-cache.sh
+# does the caching, as for tools.sh: one build at a time, renamed into
+# place whole.
 set -euo pipefail
 
 ETCD_VERSION=v3.6.16
@@ -44,41 +43,15 @@ REV=1
 KEY="kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}_cni-${CNI_VERSION}_r${REV}"
 
 CACHE=${GPUSLICE_E2E_CACHE:-/var/cache/gpuslice-e2e}
-DIR=$CACHE/$KEY
 BINS=(bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kube-scheduler
 	bin/kubelet bin/kubectl cni/bridge cni/host-local cni/loopback)
+# shellcheck source=../../internal/scripts/tools-cache.sh
+. "$(dirname "$0")/../../internal/scripts/tools-cache.sh"
+cache_open
 
-# complete DIR: true when every binary is in DIR.
-complete() {
-	local b
-	for b in "${BINS[@]}"; do
-		[ -x "$1/$b" ] || return 1
-	done
-}
-
-if complete "$DIR"; then
-	echo "$DIR/bin"
-	exit 0
-fi
-
-mkdir -p "$CACHE" || {
-	echo "kube-tools.sh: cannot create $CACHE; run as root or set GPUSLICE_E2E_CACHE" >&2
-	exit 1
-}
-exec 9>"$CACHE/$KEY.lock"
-flock 9
-if complete "$DIR"; then
-	echo "$DIR/bin"
-	exit 0
-fi
-
-tmp=$(mktemp -d "$CACHE/.build-$KEY.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-chmod 0755 "$tmp"
 mkdir "$tmp/bin" "$tmp/cni" "$tmp/mod-etcd" "$tmp/mod-kube"
 export GOFLAGS=-buildvcs=false CGO_ENABLED=0
 export GOPROXY=${GOPROXY:-https://proxy.golang.org,direct}
-start=$SECONDS
 echo "kube-tools.sh: building etcd $ETCD_VERSION, Kubernetes $KUBE_VERSION, CNI plugins $CNI_VERSION into $DIR (10-15 minutes, once)" >&2
 
 # etcd: its server module's root package is the etcd binary.
@@ -134,12 +107,4 @@ GOBIN=$tmp/cni go install -trimpath -ldflags "-s -w" \
 	"github.com/containernetworking/plugins/plugins/main/loopback@$CNI_VERSION"
 
 rm -rf "$tmp/mod-etcd" "$tmp/mod-kube"
-complete "$tmp" || {
-	echo "kube-tools.sh: the build did not produce all of ${BINS[*]}" >&2
-	exit 1
-}
-rm -rf "$DIR"
-mv "$tmp" "$DIR"
-trap - EXIT
-echo "kube-tools.sh: built in $((SECONDS - start)) s" >&2
-echo "$DIR/bin"
+cache_commit
