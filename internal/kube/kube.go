@@ -23,6 +23,23 @@
 // files); leftovers fail the test binary. Start gives one test a cluster of
 // its own instead, torn down and checked when the test ends.
 //
+// What a scenario gets: an admin Client, RESTConfig, Kubeconfig, Kubectl
+// and Apply; UserKubeconfig, an identity with only what RBAC grants;
+// NodeName and NodeIP; Containerd, to start an NRI plugin that sees the
+// kubelet's containers; KubeletRootDir, PluginRegistryDir, PluginsDir and
+// CDIDir, where a DRA driver registers, keeps its socket and writes CDI
+// specs; ServingCert and CACert, a webhook's TLS material; waits
+// (WaitNodeReady, WaitPodRunning, WaitPodUnschedulable with the
+// scheduler's message, WaitEvent, WaitPodGone, WaitPod) and DescribePod
+// for failure messages; RestartKubelet (StopKubelet, StartKubelet) with
+// pods running; Namespace, BusyboxPod, CreatePod, DeletePod, Exec. Pods
+// use Image, which is also containerd's sandbox image (a static /pause).
+//
+// The teardown deletes the pods through the API before it stops the
+// kubelet, so that a DRA driver still running unprepares their claims as
+// on a drained node: stop such a driver only after its pods are gone, or
+// the teardown waits for them (90 s) before containerd's removes them.
+//
 // The tests need root. They skip only when GPUSLICE_SKIP_KUBE=1 (or
 // internal/e2e's GPUSLICE_SKIP_E2E=1: the kubelet runs on its containerd);
 // without root and without either they fail, saying so.
@@ -135,6 +152,7 @@ type Cluster struct {
 	saved  sysctls // the host's values before the kubelet changed them
 	// created are the host paths the kubelet makes that were not there.
 	created []string
+	ending  time.Time // when the teardown began
 
 	mu     sync.Mutex
 	procs  map[string]*proc // by component name

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -21,6 +22,7 @@ var components = []string{"kubelet", "kube-scheduler", "kube-controller-manager"
 // (so the kubelet stops them and DRA drivers unprepare their claims, as
 // on a drained node) and stops the components.
 func (c *Cluster) teardown() {
+	c.ending = time.Now()
 	if c.running("kube-apiserver") && c.running("kubelet") {
 		c.drain()
 	}
@@ -82,6 +84,8 @@ func (c *Cluster) finish() {
 	c.sweep(c.tb.Logf)
 	if err := c.leftovers(); err != nil {
 		c.tb.Errorf("kube: the teardown of cluster %s left things behind:\n%v", c.id, err)
+	} else if !c.ending.IsZero() {
+		c.tb.Logf("kube: cluster %s torn down in %.1f s, nothing left behind", c.id, time.Since(c.ending).Seconds())
 	}
 	c.host.unlock()
 	running.Lock()
