@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,6 +163,50 @@ func (s sysctls) restore() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// volatileSysctls are the /proc/sys entries the kernel changes by itself
+// (counters, random values, self-tuning): no evidence of a leftover.
+var volatileSysctls = []string{
+	"fs/dentry-state", "fs/file-nr", "fs/inode-nr", "fs/inode-state", "fs/aio-nr", "fs/quota/",
+	"kernel/ns_last_pid", "kernel/random/", "kernel/pty/nr", "kernel/perf_event_max_sample_rate",
+	"net/netfilter/nf_conntrack_count",
+}
+
+// allSysctls reads every readable entry of /proc/sys but the volatile
+// ones: what a teardown compares against, beyond the entries known to
+// change (kubeletSysctls), to catch a change nobody listed.
+func allSysctls() sysctls {
+	s := sysctls{}
+	_ = filepath.WalkDir("/proc/sys", func(p string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() {
+			return nil
+		}
+		key := strings.TrimPrefix(p, "/proc/sys/")
+		for _, v := range volatileSysctls {
+			if strings.HasPrefix(key, v) {
+				return nil
+			}
+		}
+		if b, err := os.ReadFile(p); err == nil {
+			s[key] = strings.TrimSpace(string(b))
+		}
+		return nil
+	})
+	return s
+}
+
+// changedFrom lists the entries present in both s and before whose values
+// differ (entries of interfaces that came or went are no change).
+func (s sysctls) changedFrom(before sysctls) []string {
+	var lines []string
+	for k, v := range before {
+		if w, ok := s[k]; ok && w != v {
+			lines = append(lines, fmt.Sprintf("sysctl %s is %q, was %q", k, w, v))
+		}
+	}
+	sort.Strings(lines)
+	return lines
 }
 
 // hostLock is the machine-wide lock a cluster holds for its lifetime.

@@ -150,6 +150,7 @@ type Cluster struct {
 	config *rest.Config
 	host   *hostLock
 	saved  sysctls // the host's values before the kubelet changed them
+	before sysctls // all of /proc/sys before the cluster started
 	// created are the host paths the kubelet makes that were not there.
 	created []string
 	ending  time.Time // when the teardown began

@@ -10,7 +10,6 @@ package kube_test
 // root; GPUSLICE_SKIP_KUBE=1 (or GPUSLICE_SKIP_E2E=1) skips them.
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -23,20 +22,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/kube"
 )
 
-// TestMain runs the tests on one shared cluster. Beyond Main's own check
-// of what the cluster's teardown left (its processes, mounts, cgroups,
-// bridge, the sysctls the kubelet is known to change), it compares all of
-// /proc/sys before and after: a setting any component changed and the
-// teardown did not restore fails the run.
-func TestMain(m *testing.M) {
-	before := sysctlSnapshot()
-	code := kube.Main(m, kube.Options{})
-	if changes := sysctlChanges(before, sysctlSnapshot()); changes != "" {
-		fmt.Fprintf(os.Stderr, "kube: the host's sysctls changed across the tests:\n%s\n", changes)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(kube.Main(m, kube.Options{})) }
 
 func TestNodeReady(t *testing.T) {
 	c := kube.Shared(t)

@@ -71,8 +71,13 @@ func start(tb testing.TB, opts Options) (*Cluster, error) {
 		running.Unlock()
 		return nil, err
 	}
+	if d := time.Since(began); d > 2*time.Second {
+		tb.Logf("kube: waited %.0f s for the tools and the host lock", d.Seconds())
+		began = time.Now()
+	}
 	sweepStale(tb.Logf)
 	c, err := newCluster(tb, bin, opts, host)
+	c.before = allSysctls()
 	// From here on the last cleanup (the first registered) stops what is
 	// left, sweeps the host, checks and releases the lock.
 	tb.Cleanup(c.finish)

@@ -176,11 +176,8 @@ func (c *Cluster) leftovers() error {
 	if linkExists(c.bridge) {
 		errs = append(errs, fmt.Errorf("the bridge %s is still there", c.bridge))
 	}
-	now := readSysctls(kubeletSysctls)
-	for k, v := range c.saved {
-		if now[k] != v {
-			errs = append(errs, fmt.Errorf("sysctl %s is %s, was %s", k, now[k], v))
-		}
+	for _, l := range allSysctls().changedFrom(c.before) {
+		errs = append(errs, errors.New(l))
 	}
 	for _, p := range append([]string{c.dir}, c.created...) {
 		if _, err := os.Lstat(p); err == nil {
