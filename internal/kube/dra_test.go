@@ -69,7 +69,7 @@ func wholeMiB(def *apiresource.Quantity) *resourcev1.CapacityRequestPolicy {
 // TestDRARequestPolicies asks the API server (a dry run) which request
 // policies a ResourceSlice may carry: v1.37 wants a default wherever a
 // policy is given, so a memory capacity cannot force claims to ask for
-// memory by having none.
+// memory by having none; the default may be the whole card.
 func TestDRARequestPolicies(t *testing.T) {
 	c := kube.Shared(t)
 	tests := []struct {
@@ -78,6 +78,9 @@ func TestDRARequestPolicies(t *testing.T) {
 		want   string // "" accepted, else in the refusal
 	}{
 		{"whole MiB, default 1Mi", wholeMiB(ptr.To(apiresource.MustParse("1Mi"))), ""},
+		{"whole MiB, default the whole card", wholeMiB(ptr.To(apiresource.MustParse("16Gi"))), ""},
+		// v1.37 checks a range's default against its max, not the capacity.
+		{"default over the card, no max", wholeMiB(ptr.To(apiresource.MustParse("17Gi"))), ""},
 		{"no policy", nil, ""},
 		{"whole MiB, no default", wholeMiB(nil), "default: Required value: required when validRange is defined"},
 		{"default off the step", wholeMiB(ptr.To(apiresource.MustParse("1536Ki"))), "not a multiple of a given step"},
