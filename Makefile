@@ -14,7 +14,7 @@ export CGO_ENABLED := 1
 # every fresh build; they are NVIDIA's, not ours.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build c go demo test lint check-c bench clean kmod guest guest-deps
+.PHONY: all build c go demo test lint check-c bench clean kmod guest guest-deps kube-deps
 
 all: build
 
@@ -55,14 +55,27 @@ guest:
 guest-deps:
 	@[ "$(GPUSLICE_SKIP_GUEST)" = 1 ] || kmod/guest/deps.sh
 
+# The end-to-end tools (containerd, runc, crictl; etcd and Kubernetes
+# v1.37.2, the CNI plugins), built into /var/cache/gpuslice-e2e before go
+# test runs, so that a cold build (about 3 + 10 minutes on 2 cores) is not
+# spent inside a test binary's timeout; warm, they cost milliseconds.
+# GPUSLICE_SKIP_KUBE=1 (or GPUSLICE_SKIP_E2E=1) skips the Kubernetes tests
+# and this.
+kube-deps:
+	@[ "$(GPUSLICE_SKIP_KUBE)" = 1 ] || [ "$(GPUSLICE_SKIP_E2E)" = 1 ] || \
+		{ nri-plugin/e2e/tools.sh >/dev/null && nri-plugin/e2e/kube-tools.sh >/dev/null; }
+
 ## demo: a container's worth of processes hitting their shared cap.
 demo: c
 	./interposer/demo/demo.sh $(BUILD)
 
 ## test: every test (C builds warning-free, Go lint, unit and end-to-end,
-## gpuslice.ko in a qemu guest: kmod/guest).
-test: lint c guest-deps
-	$(GO) test -count=1 ./...
+## gpuslice.ko in a qemu guest: kmod/guest, a real single-node Kubernetes:
+## internal/kube). The timeout is go test's per package: the packages that
+## run a Kubernetes cluster take turns (one cluster a machine), so one may
+## wait for another's whole run.
+test: lint c guest-deps kube-deps
+	$(GO) test -count=1 -timeout 30m ./...
 
 $(STATICCHECK):
 	mkdir -p $(dir $@)

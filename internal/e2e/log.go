@@ -15,7 +15,7 @@ func (e *Env) Logs() string {
 	if err != nil {
 		return "(no containerd log: " + err.Error() + ")"
 	}
-	return "containerd log (" + e.logPath + "), last lines:\n" + tail(string(b), 60)
+	return "containerd log (" + e.logPath + "), last lines:\n" + Tail(string(b), 60)
 }
 
 // LogMark is the current length of containerd's log, for WaitLog.
@@ -85,8 +85,8 @@ func (e *Env) WaitPluginReady(name string) error {
 	return nil
 }
 
-// tail is the last n lines of s.
-func tail(s string, n int) string {
+// Tail is the last n lines of s, for failure messages.
+func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = append([]string{fmt.Sprintf("[... %d lines before]", len(lines)-n)}, lines[len(lines)-n:]...)

@@ -77,7 +77,7 @@ func (p *Plugin) WaitReady(name string) error {
 		select {
 		case <-p.done:
 			return fmt.Errorf("NRI plugin %s exited before registering: %v\nplugin log:\n%s\n%s",
-				name, p.waitErr, tail(p.Log(), 40), p.env.Logs())
+				name, p.waitErr, Tail(p.Log(), 40), p.env.Logs())
 		default:
 		}
 		if p.env.isExited() {
@@ -86,7 +86,7 @@ func (p *Plugin) WaitReady(name string) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("NRI plugin %s not registered in %s\nplugin log:\n%s\n%s",
-				name, readyTimeout, tail(p.Log(), 40), p.env.Logs())
+				name, readyTimeout, Tail(p.Log(), 40), p.env.Logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+
+	"github.com/gpuslice/gpuslice/internal/leftovers"
 )
 
 // owner is what an Env's state directory says about it, so that another
@@ -27,14 +29,14 @@ const ownerFile = "owner.json"
 // writeOwner writes the Env's owner file, with containerd's PID once known
 // and the plugins' PIDs.
 func (e *Env) writeOwner() error {
-	o := owner{Pid: os.Getpid(), Start: procStart(os.Getpid()),
+	o := owner{Pid: os.Getpid(), Start: leftovers.ProcStart(os.Getpid()),
 		Dir: e.dir, Cgroup: e.cgroup, Config: e.config, Plugins: map[int]string{}}
 	if e.cmd != nil && e.cmd.Process != nil {
 		o.Containerd = e.cmd.Process.Pid
 	}
 	e.mu.Lock()
 	for _, p := range e.plugins {
-		o.Plugins[p.Pid()] = procStart(p.Pid())
+		o.Plugins[p.Pid()] = leftovers.ProcStart(p.Pid())
 	}
 	e.mu.Unlock()
 	b, err := json.Marshal(o)
@@ -76,7 +78,7 @@ func staleOwner(state string) (owner, bool) {
 	if json.Unmarshal(b, &o) != nil || o.Pid <= 0 || o.Dir == "" || o.Cgroup == "" {
 		return o, false
 	}
-	if o.Start == "" || procStart(o.Pid) == o.Start {
+	if o.Start == "" || leftovers.ProcStart(o.Pid) == o.Start {
 		return o, false
 	}
 	return o, true
@@ -86,17 +88,17 @@ func staleOwner(state string) (owner, bool) {
 // still runs the Env's config), waiting for it to go, and its plugins
 // (when their PIDs still name the processes started).
 func (o owner) kill() {
-	if o.Containerd > 0 && slices.Contains(procArgs(o.Containerd), o.Config) {
+	if o.Containerd > 0 && slices.Contains(leftovers.ProcArgs(o.Containerd), o.Config) {
 		_ = syscall.Kill(o.Containerd, syscall.SIGKILL)
 		_ = pollFor(stopTimeout, func() error {
-			if len(procArgs(o.Containerd)) > 0 {
+			if len(leftovers.ProcArgs(o.Containerd)) > 0 {
 				return errors.New("still there")
 			}
 			return nil
 		})
 	}
 	for pid, start := range o.Plugins {
-		if start != "" && procStart(pid) == start {
+		if start != "" && leftovers.ProcStart(pid) == start {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

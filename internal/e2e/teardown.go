@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpuslice/gpuslice/internal/leftovers"
 )
 
 // teardown undoes Start, in the order the runtime needs: pods, plugins,
@@ -99,11 +101,11 @@ func (e *Env) sweep(ids map[string]bool, logf func(string, ...any)) {
 // killLeftovers kills the shims of this containerd (their command lines
 // name its socket) and whatever still runs in the pods' cgroups.
 func (e *Env) killLeftovers(logf func(string, ...any)) {
-	for _, pid := range pidsWithArg(e.Address()) {
+	for _, pid := range leftovers.PidsWithArg(e.Address()) {
 		logf("e2e teardown: killing leftover shim %d", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	for _, pid := range cgroupPids(e.cgroupDirs()) {
+	for _, pid := range leftovers.CgroupPids(e.cgroupDirs()) {
 		logf("e2e teardown: killing leftover process %d of %s", pid, e.cgroup)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -112,7 +114,7 @@ func (e *Env) killLeftovers(logf func(string, ...any)) {
 // unmountLeftovers unmounts what is left mounted under the Env's
 // directories (snapshots, shm, rootfs).
 func (e *Env) unmountLeftovers(logf func(string, ...any)) {
-	for _, m := range mountsUnder(e.dir, e.state) {
+	for _, m := range leftovers.MountsUnder(e.dir, e.state) {
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
 			logf("e2e teardown: unmounting %s: %v", m, err)
 		}
@@ -162,7 +164,7 @@ func (e *Env) removeCgroups(logf func(string, ...any)) {
 	err := pollFor(stopTimeout, func() error {
 		var errs []error
 		for _, d := range e.cgroupDirs() {
-			if err := removeCgroup(d); err != nil {
+			if err := leftovers.RemoveCgroup(d); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -172,3 +174,7 @@ func (e *Env) removeCgroups(logf func(string, ...any)) {
 		logf("e2e teardown: cgroups: %v", err)
 	}
 }
+
+// cgroupDirs are the existing directories of the pods' cgroup parent, in
+// every hierarchy.
+func (e *Env) cgroupDirs() []string { return leftovers.CgroupDirs(e.cgroup) }

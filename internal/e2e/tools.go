@@ -9,39 +9,67 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-var tools struct {
+// Tools runs nri-plugin/e2e/tools.sh (once per test process) and returns
+// the directory of containerd, ctr, containerd-shim-runc-v2, runc and
+// crictl.
+func Tools() (string, error) {
+	return BuildTools("tools.sh", toolsTimeout, "containerd")
+}
+
+// built are the tools scripts' results, by script: each runs once per
+// test process.
+var built struct {
+	sync.Mutex
+	runs map[string]*toolsRun
+}
+
+type toolsRun struct {
 	once sync.Once
 	bin  string
 	err  error
 }
 
-// Tools runs nri-plugin/e2e/tools.sh once per test process and returns the
-// directory of containerd, ctr, containerd-shim-runc-v2, runc and crictl.
-func Tools() (string, error) {
-	tools.once.Do(func() {
-		tools.bin, tools.err = buildTools()
-	})
-	return tools.bin, tools.err
+// BuildTools runs script, a tools script of nri-plugin/e2e (tools.sh,
+// kube-tools.sh), once per test process: it builds at pinned versions into
+// a cache outside the clone once per machine and prints the directory of
+// the binaries. BuildTools returns that directory once each of want
+// (paths relative to it) is a file there; its error carries the end of
+// the script's output.
+func BuildTools(script string, timeout time.Duration, want ...string) (string, error) {
+	built.Lock()
+	if built.runs == nil {
+		built.runs = map[string]*toolsRun{}
+	}
+	r := built.runs[script]
+	if r == nil {
+		r = &toolsRun{}
+		built.runs[script] = r
+	}
+	built.Unlock()
+	r.once.Do(func() { r.bin, r.err = runToolsScript(script, timeout, want) })
+	return r.bin, r.err
 }
 
-// buildTools runs nri-plugin/e2e/tools.sh and returns the directory it
-// printed, once it is sure that directory has a containerd.
-func buildTools() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), toolsTimeout)
+// runToolsScript runs the script and checks the directory it printed.
+func runToolsScript(script string, timeout time.Duration, want []string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(testenv.Root(), "nri-plugin", "e2e", "tools.sh"))
+	cmd := exec.CommandContext(ctx, filepath.Join(testenv.Root(), "nri-plugin", "e2e", script))
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("nri-plugin/e2e/tools.sh failed: %v\n%s", err, tail(stderr.String(), 60))
+		return "", fmt.Errorf("nri-plugin/e2e/%s failed: %v\n%s", script, err, Tail(stderr.String(), 60))
 	}
 	bin := strings.TrimSpace(stdout.String())
-	if fi, err := os.Stat(filepath.Join(bin, "containerd")); err != nil || fi.IsDir() {
-		return bin, fmt.Errorf("nri-plugin/e2e/tools.sh printed %q, which has no containerd", bin)
+	for _, w := range want {
+		if fi, err := os.Stat(filepath.Join(bin, w)); err != nil || fi.IsDir() {
+			return bin, fmt.Errorf("nri-plugin/e2e/%s printed %q, which has no %s", script, bin, w)
+		}
 	}
 	return bin, nil
 }

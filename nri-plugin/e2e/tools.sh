@@ -22,11 +22,8 @@
 # module (`go mod init tmp && go get pkg@version && go build -o DIR pkg`).
 #
 # Cold build on 2 cores: about 3 minutes; when the binaries are there the
-# script only prints the directory. The build goes into a temporary
-# directory beside the final one and is renamed into place, under an
-# exclusive flock, so concurrent callers (go test runs packages in
-# parallel) wait for one build instead of racing, and an interrupted build
-# leaves nothing that looks complete.
+# script only prints the directory. internal/scripts/tools-cache.sh does
+# the caching: one build at a time, renamed into place whole.
 set -euo pipefail
 
 CONTAINERD_VERSION=v2.4.2
@@ -37,41 +34,14 @@ REV=1
 KEY="containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}_crictl-${CRICTL_VERSION}_r${REV}"
 
 CACHE=${GPUSLICE_E2E_CACHE:-/var/cache/gpuslice-e2e}
-DIR=$CACHE/$KEY
-BINS=(containerd ctr containerd-shim-runc-v2 runc crictl)
-
-# complete DIR: true when every binary is in DIR/bin.
-complete() {
-	local b
-	for b in "${BINS[@]}"; do
-		[ -x "$1/bin/$b" ] || return 1
-	done
-}
-
-# The fast path: a finished build (renamed into place whole) is there.
-if complete "$DIR"; then
-	echo "$DIR/bin"
-	exit 0
-fi
-
-mkdir -p "$CACHE" || {
-	echo "tools.sh: cannot create $CACHE; run as root or set GPUSLICE_E2E_CACHE" >&2
-	exit 1
-}
-# One build at a time; whoever waited finds the work done.
-exec 9>"$CACHE/$KEY.lock"
-flock 9
-if complete "$DIR"; then
-	echo "$DIR/bin"
-	exit 0
-fi
+BINS=(bin/containerd bin/ctr bin/containerd-shim-runc-v2 bin/runc bin/crictl)
+# shellcheck source=../../internal/scripts/tools-cache.sh
+. "$(dirname "$0")/../../internal/scripts/tools-cache.sh"
+cache_open
 
 # runc's seccomp support links libseccomp through pkg-config.
 "$(dirname "$0")/../../internal/scripts/apt-need.sh" tools.sh libseccomp-dev pkg-config
 
-tmp=$(mktemp -d "$CACHE/.build-$KEY.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-chmod 0755 "$tmp" # mktemp's 0700 would hide the tools from other users
 mkdir "$tmp/bin"
 # go install ignores any go.mod around it for pkg@version, but run it from
 # an empty directory anyway, with the proxy and no VCS stamping (there is no
@@ -80,7 +50,6 @@ cd "$tmp"
 export GOBIN=$tmp/bin GOFLAGS=-buildvcs=false
 export GOPROXY=${GOPROXY:-https://proxy.golang.org,direct}
 
-start=$SECONDS
 echo "tools.sh: building containerd $CONTAINERD_VERSION, runc $RUNC_VERSION, crictl $CRICTL_VERSION into $DIR (a few minutes, once)" >&2
 
 # containerd: static, without the btrfs snapshotter (no btrfs headers).
@@ -100,14 +69,4 @@ CGO_ENABLED=0 go install -trimpath \
 	-ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
 	"sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 
-complete "$tmp" || {
-	echo "tools.sh: the build did not produce all of ${BINS[*]}" >&2
-	exit 1
-}
-# Into place in one rename; a leftover DIR (incomplete, from a version of
-# this script that did not rename) goes first.
-rm -rf "$DIR"
-mv "$tmp" "$DIR"
-trap - EXIT
-echo "tools.sh: built in $((SECONDS - start)) s" >&2
-echo "$DIR/bin"
+cache_commit
