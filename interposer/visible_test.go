@@ -319,3 +319,45 @@ func TestCardUUIDsFollowGPUIdx(t *testing.T) {
 	r := m.run("alloc", "1M", "1")
 	assert.Equal(t, 2, r.code, "device 1 is not the container's\n%s", r)
 }
+
+// A container holds only its cards' device nodes, and the driver shows
+// only the GPUs whose /dev/nvidia<minor> it can open, renumbered from 0;
+// CUDA_VISIBLE_DEVICES then counts those. The simulated driver does the
+// same with SIMCUDA_DEVICE_NODES naming the container's /dev.
+func TestDeviceNodes(t *testing.T) {
+	m := visibleMachine(t)
+	uuids := physicalUUIDs(t, m)
+	dev := t.TempDir()
+	for _, d := range []int{0, 2} {
+		require.NoError(t, os.WriteFile(filepath.Join(dev, fmt.Sprintf("nvidia%d", d)), nil, 0o644))
+	}
+	for _, c := range []struct {
+		cvd  string
+		phys []int
+	}{
+		{"", []int{0, 2}},
+		{"1", []int{2}},
+		{"1,0", []int{2, 0}},
+		{uuids[2], []int{2}},
+		{uuids[1], nil}, // a card whose node is not there: no device
+		{"2", nil},      // past the reachable ones
+	} {
+		t.Run("CUDA_VISIBLE_DEVICES="+c.cvd, func(t *testing.T) {
+			u := m.unshimmed().with("SIMCUDA_DEVICE_NODES", dev)
+			if c.cvd != "" {
+				u = u.with("CUDA_VISIBLE_DEVICES", c.cvd)
+			}
+			r := u.run("devices")
+			kv := r.kv()
+			if c.phys == nil {
+				assert.Equal(t, "CUDA_ERROR_NO_DEVICE", kv["init.rc"], "cuInit with no reachable device listed\n%s", r)
+				return
+			}
+			assert.Equal(t, fmt.Sprint(len(c.phys)), kv["devices"], "%s", r)
+			for d, ph := range c.phys {
+				assert.Equal(t, uuids[ph], kv[fmt.Sprintf("cuda.%d.uuid", d)], "ordinal %d\n%s", d, r)
+			}
+			assert.Empty(t, kv[fmt.Sprintf("cuda.%d.uuid", len(c.phys))], "no ordinal past the reachable ones\n%s", r)
+		})
+	}
+}
