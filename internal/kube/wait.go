@@ -269,7 +269,8 @@ func (c *Cluster) WaitPodGone(ns, name string, timeout time.Duration) error {
 	return nil
 }
 
-// WaitEvent waits until an event about the object name in ns has a reason
+// WaitEvent waits until an event about the object name in ns (name "":
+// any object there, for one whose name a test cannot know) has a reason
 // or message containing text, and returns it.
 func (c *Cluster) WaitEvent(ns, name, text string, timeout time.Duration) (*corev1.Event, error) {
 	var found *corev1.Event
@@ -293,12 +294,15 @@ func (c *Cluster) WaitEvent(ns, name, text string, timeout time.Duration) (*core
 	return found, nil
 }
 
-// events are the events about the object name in ns.
+// events are the events about the object name in ns ("": any object).
 func (c *Cluster) events(ns, name string) ([]corev1.Event, error) {
 	cx, cancel := ctx()
 	defer cancel()
-	list, err := c.client.CoreV1().Events(ns).List(cx, metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + name})
+	var opts metav1.ListOptions
+	if name != "" {
+		opts.FieldSelector = "involvedObject.name=" + name
+	}
+	list, err := c.client.CoreV1().Events(ns).List(cx, opts)
 	if err != nil {
 		return nil, err
 	}
