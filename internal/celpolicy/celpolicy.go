@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/version"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -105,12 +106,28 @@ type Policy struct {
 	validator validating.Validator
 }
 
+// Oldest is the CEL compatibility version of the oldest kube-apiserver
+// the manifests must be accepted by: 1.34, the first release with
+// DRAConsumableCapacity. An API server compiles new expressions with the
+// libraries of its compatibility version, its own minus one (so that a
+// rollback still reads what it stored): 1.33 there.
+var Oldest = version.MajorMinor(1, 33)
+
+// newEnvs are the environments a policy being created is compiled in: the
+// oldest supported API server's and this library's own.
+func newEnvs() []*environment.EnvSet {
+	return []*environment.EnvSet{environment.MustBaseEnvSet(Oldest),
+		environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())}
+}
+
 // Compile checks a policy's expressions as the API server does when the
-// policy is created, and compiles it as the API server does to evaluate
-// it.
+// policy is created (for every supported API server), and compiles it as
+// the API server does to evaluate it.
 func Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) (*Policy, error) {
-	if err := checkNew(p); err != nil {
-		return nil, fmt.Errorf("policy %s: %w", p.Name, err)
+	for _, env := range newEnvs() {
+		if err := checkNew(p, env); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
+		}
 	}
 	env := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
 	compiler, err := plugincel.NewCompositedCompiler(env)
@@ -155,8 +172,7 @@ func Compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) (*Policy, err
 
 // checkNew compiles every expression of a policy in the environment the
 // API server gives expressions of a policy being created.
-func checkNew(p *admissionregistrationv1.ValidatingAdmissionPolicy) error {
-	env := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+func checkNew(p *admissionregistrationv1.ValidatingAdmissionPolicy, env *environment.EnvSet) error {
 	compiler, err := plugincel.NewCompositedCompiler(env)
 	if err != nil {
 		return err
@@ -231,18 +247,19 @@ type Matcher struct{ m matchconditions.Matcher }
 // server does, after checking them as it does when the configuration is
 // created.
 func CompileMatchConditions(w *admissionregistrationv1.MutatingWebhook) (*Matcher, error) {
-	env := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
-	compiler := plugincel.NewConditionCompiler(env)
-	stateless := plugincel.NewCompiler(env)
 	vars := plugincel.OptionalVariableDeclarations{HasAuthorizer: true}
 	exprs := make([]plugincel.ExpressionAccessor, len(w.MatchConditions))
 	for i, c := range w.MatchConditions {
 		mc := &matchconditions.MatchCondition{Name: c.Name, Expression: c.Expression}
-		if r := stateless.CompileCELExpression(mc, vars, environment.NewExpressions); r.Error != nil {
-			return nil, fmt.Errorf("webhook %s: matchConditions[%d]: %w", w.Name, i, r.Error)
+		for _, env := range newEnvs() {
+			if r := plugincel.NewCompiler(env).CompileCELExpression(mc, vars, environment.NewExpressions); r.Error != nil {
+				return nil, fmt.Errorf("webhook %s: matchConditions[%d]: %w", w.Name, i, r.Error)
+			}
 		}
 		exprs[i] = mc
 	}
+	env := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+	compiler := plugincel.NewConditionCompiler(env)
 	return &Matcher{m: matchconditions.NewMatcher(compiler.CompileCondition(exprs, vars, environment.StoredExpressions),
 		w.FailurePolicy, "webhook", "admit", w.Name)}, nil
 }
