@@ -2,40 +2,23 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpuslice/gpuslice/pkg/admission/admissiontest"
 )
 
 const gib = 1 << 30
 
-// ctr is a container whose limits are "NAME=VALUE" pairs; a pair written
-// "requests:NAME=VALUE" goes to its requests.
+// ctr is a container asking for resources (admissiontest.Container).
 func ctr(name string, resources ...string) corev1.Container {
-	c := corev1.Container{Name: name, Image: "busybox"}
-	for _, r := range resources {
-		list := &c.Resources.Limits
-		if rest, ok := strings.CutPrefix(r, "requests:"); ok {
-			list, r = &c.Resources.Requests, rest
-		}
-		k, v, _ := strings.Cut(r, "=")
-		if *list == nil {
-			*list = corev1.ResourceList{}
-		}
-		// As the API server sends it: written in canonical form (0.5 as
-		// 500m) and parsed back.
-		q := resource.MustParse(v)
-		(*list)[corev1.ResourceName(k)] = resource.MustParse(q.String())
-	}
-	return c
+	return admissiontest.Container(name, resources...)
 }
 
 // podOf is a pod of the given containers, with annotations given as
@@ -52,6 +35,17 @@ func podOf(containers []corev1.Container, annotations ...string) *corev1.Pod {
 	return p
 }
 
+// withInitClaim is a pod whose init container "setup" uses the pod's
+// claim "gpu", made as pc says (its name is set here).
+func withInitClaim(pc corev1.PodResourceClaim) *corev1.Pod {
+	setup := ctr("setup")
+	setup.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	p := withInit(podOf([]corev1.Container{ctr("main")}), setup)
+	pc.Name = "gpu"
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{pc}
+	return p
+}
+
 // withInit adds init containers to a pod.
 func withInit(p *corev1.Pod, inits ...corev1.Container) *corev1.Pod {
 	p.Spec.InitContainers = inits
@@ -61,18 +55,7 @@ func withInit(p *corev1.Pod, inits ...corev1.Container) *corev1.Pod {
 // cardSlice is a node's ResourceSlice of the driver with one device per
 // memory size.
 func cardSlice(node string, memories ...int64) *resourcev1.ResourceSlice {
-	s := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu.gpuslice.io"},
-		Spec: resourcev1.ResourceSliceSpec{Driver: DriverName, NodeName: &node,
-			Pool: resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1}},
-	}
-	for i, m := range memories {
-		s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{
-			Name:     "gpu-" + string(rune('0'+i)),
-			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{CapacityMemory: {Value: *resource.NewQuantity(m, resource.BinarySI)}},
-		})
-	}
-	return s
+	return admissiontest.CardSlice(DriverName, node, memories...)
 }
 
 func node(name string, labels ...string) *corev1.Node {
@@ -90,31 +73,14 @@ func mutator(objects ...runtime.Object) (*Mutator, *fake.Clientset) {
 	return &Mutator{Client: client, Cards: &Cards{Client: client}}, client
 }
 
-// apply applies a patch to a pod as the API server does (the same JSON
-// patch library).
+// apply applies a patch to a pod as the API server does.
 func apply(t *testing.T, pod *corev1.Pod, ops []PatchOp) *corev1.Pod {
 	t.Helper()
-	doc, err := json.Marshal(pod)
+	got, err := admissiontest.Apply(pod, ops)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("applying %v: %v", ops, err)
 	}
-	patch, err := json.Marshal(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := jsonpatch.DecodePatch(patch)
-	if err != nil {
-		t.Fatalf("patch %s: %v", patch, err)
-	}
-	out, err := p.Apply(doc)
-	if err != nil {
-		t.Fatalf("applying %s: %v", patch, err)
-	}
-	var got corev1.Pod
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	return &got
+	return got
 }
 
 // templates lists the templates of the fake API's namespace "team".

@@ -159,29 +159,15 @@ func TestMutateRefuses(t *testing.T) {
 				`published on the nodes of nodeSelector accelerator=nvidia-h100 (and accelerator names no model of --card-memory)`,
 		},
 		{
-			name: "an init container using a vGPU claim",
-			pod: func() *corev1.Pod {
-				setup := ctr("setup")
-				setup.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
-				p := withInit(podOf([]corev1.Container{ctr("main")}), setup)
-				tmpl := "my-vgpu"
-				p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}}
-				return p
-			}(),
+			name:    "an init container using a vGPU claim",
+			pod:     withInitClaim(corev1.PodResourceClaim{ResourceClaimTemplateName: ptr("my-vgpu")}),
 			objects: []runtime.Object{gpuTemplate("my-vgpu", DeviceClassName)},
 			want: `init container "setup": resources.claims "gpu" (ResourceClaimTemplate "my-vgpu") asks for gpu.gpuslice.io devices: ` +
 				`init containers may not request vGPU resources (the reference product does not support them); request the vGPU in a regular container`,
 		},
 		{
 			name: "an init container using a claim that cannot be read",
-			pod: func() *corev1.Pod {
-				setup := ctr("setup")
-				setup.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
-				p := withInit(podOf([]corev1.Container{ctr("main")}), setup)
-				claim := "shared"
-				p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim}}
-				return p
-			}(),
+			pod:  withInitClaim(corev1.PodResourceClaim{ResourceClaimName: ptr("shared")}),
 			want: `init container "setup": resources.claims "gpu": ResourceClaim "shared" not found; cannot tell whether it asks for a vGPU`,
 		},
 	} {
@@ -205,6 +191,8 @@ func TestMutateRefuses(t *testing.T) {
 	}
 }
 
+func ptr(s string) *string { return &s }
+
 func otherDriver(s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
 	s.Name, s.Spec.Driver = "node-c-gpu.nvidia.com", "gpu.nvidia.com"
 	return s
@@ -212,11 +200,7 @@ func otherDriver(s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
 
 // An init container may use claims of other devices.
 func TestMutateAllowsInitClaimsOfOtherDevices(t *testing.T) {
-	setup := ctr("setup")
-	setup.Resources.Claims = []corev1.ResourceClaim{{Name: "nic"}}
-	p := withInit(podOf([]corev1.Container{ctr("main")}), setup)
-	tmpl := "nic"
-	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nic", ResourceClaimTemplateName: &tmpl}}
+	p := withInitClaim(corev1.PodResourceClaim{ResourceClaimTemplateName: ptr("nic")})
 	m, _ := mutator(gpuTemplate("nic", "nic.example.com"))
 	if ops, err := m.Mutate(context.Background(), p, "team", false); err != nil || ops != nil {
 		t.Errorf("got %v, %v; want the pod unchanged", ops, err)

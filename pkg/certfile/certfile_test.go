@@ -23,9 +23,10 @@ func serial(t *testing.T, r *Reloader) int64 {
 	return leaf.SerialNumber.Int64()
 }
 
-func TestReloadsChangedFiles(t *testing.T) {
-	dir := t.TempDir()
-	f, err := testcert.Write(dir, 100, "localhost")
+// start writes a certificate of that serial under dir and loads it.
+func start(t *testing.T, dir string, n int64) (*Reloader, testcert.Files) {
+	t.Helper()
+	f, err := testcert.Write(dir, n, "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +34,15 @@ func TestReloadsChangedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := serial(t, r); got != 100 {
-		t.Fatalf("serial %d, want 100", got)
+	if got := serial(t, r); got != n {
+		t.Fatalf("serial %d, want %d", got, n)
 	}
+	return r, f
+}
+
+func TestReloadsChangedFiles(t *testing.T) {
+	dir := t.TempDir()
+	r, _ := start(t, dir, 100)
 	if _, err := testcert.Write(dir, 101, "localhost"); err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +59,7 @@ func TestReloadsChangedFiles(t *testing.T) {
 // taken up when the files are mended.
 func TestKeepsTheLastGoodCertificate(t *testing.T) {
 	dir := t.TempDir()
-	f, err := testcert.Write(dir, 200, "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(f.Cert, f.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, f := start(t, dir, 200)
 	var reported []error
 	r.OnReloadError = func(err error) { reported = append(reported, err) }
 	other, err := testcert.Write(t.TempDir(), 201, "localhost")

@@ -2,21 +2,17 @@ package manifests
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpuslice/gpuslice/internal/celpolicy"
 	gs "github.com/gpuslice/gpuslice/pkg/admission"
+	"github.com/gpuslice/gpuslice/pkg/admission/admissiontest"
 )
 
 const (
@@ -27,15 +23,7 @@ const (
 
 // container is a container with the given limits ("NAME=VALUE").
 func container(name string, limits ...string) corev1.Container {
-	c := corev1.Container{Name: name, Image: "busybox"}
-	for _, l := range limits {
-		k, v, _ := strings.Cut(l, "=")
-		if c.Resources.Limits == nil {
-			c.Resources.Limits = corev1.ResourceList{}
-		}
-		c.Resources.Limits[corev1.ResourceName(k)] = resource.MustParse(v)
-	}
-	return c
+	return admissiontest.Container(name, limits...)
 }
 
 type podSpec struct {
@@ -160,7 +148,7 @@ func TestWebhookAndPoliciesAgree(t *testing.T) {
 // expected refusal ("" for none).
 func (l *loaded) throughWebhook(t *testing.T, pod *corev1.Pod, refused string) {
 	t.Helper()
-	client := fake.NewClientset(cards("node-a", 16<<30))
+	client := fake.NewClientset(admissiontest.CardSlice(gs.DriverName, "node-a", 16<<30))
 	m := &gs.Mutator{Client: client, Cards: &gs.Cards{Client: client}}
 	ops, err := m.Mutate(context.Background(), pod.DeepCopy(), "team", false)
 	var r *gs.Refusal
@@ -172,7 +160,10 @@ func (l *loaded) throughWebhook(t *testing.T, pod *corev1.Pod, refused string) {
 	case err != nil:
 		t.Fatalf("webhook: %v", err)
 	}
-	mutated := patch(t, pod, ops)
+	mutated, err := admissiontest.Apply(pod, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := l.admit(t, "gpuslice-vgpu-resources", mutated, "user"); got != "" {
 		t.Errorf("the translated pod is refused: %s", got)
 	}
@@ -188,37 +179,6 @@ func (l *loaded) throughWebhook(t *testing.T, pod *corev1.Pod, refused string) {
 			}
 		}
 	}
-}
-
-// cards is a node's ResourceSlice of the driver, of one card.
-func cards(node string, memory int64) *resourcev1.ResourceSlice {
-	return &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node},
-		Spec: resourcev1.ResourceSliceSpec{Driver: gs.DriverName, NodeName: &node, Pool: resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1},
-			Devices: []resourcev1.Device{{Name: "gpu-0", Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
-				gs.CapacityMemory: {Value: *resource.NewQuantity(memory, resource.BinarySI)}}}}},
-	}
-}
-
-// patch applies the webhook's patch with the API server's JSON patch
-// library.
-func patch(t *testing.T, pod *corev1.Pod, ops []gs.PatchOp) *corev1.Pod {
-	t.Helper()
-	doc, _ := json.Marshal(pod)
-	raw, _ := json.Marshal(ops)
-	p, err := jsonpatch.DecodePatch(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Apply(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got corev1.Pod
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	return &got
 }
 
 // The pod policy sees every pod of the cluster and must not fail on any:
