@@ -9,7 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 // translated is what one container should become: the pod's claim of that
@@ -292,6 +294,24 @@ func TestMutateConcurrently(t *testing.T) {
 	}
 	if got := templates(t, client); len(got) != 1 {
 		t.Errorf("%d templates, want 1", len(got))
+	}
+}
+
+// A webhook that loses the race to create a template (another created it
+// between its read and its create) takes the winner's as its own.
+func TestMutateLosesTheRaceToCreate(t *testing.T) {
+	m, client := mutator()
+	client.PrependReactor("create", "resourceclaimtemplates", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		won := a.(clienttesting.CreateAction).GetObject()
+		if err := client.Tracker().Add(won); err != nil {
+			return true, nil, err
+		}
+		tmpl := won.(*resourcev1.ResourceClaimTemplate)
+		return true, nil, apierrors.NewAlreadyExists(resourcev1.Resource("resourceclaimtemplates"), tmpl.Name)
+	})
+	pod := podOf([]corev1.Container{ctr("main", ResourceMemory+"=32", ResourceCores+"=30")})
+	if _, err := m.Mutate(context.Background(), pod, "team", false); err != nil {
+		t.Fatal(err)
 	}
 }
 
