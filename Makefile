@@ -29,6 +29,7 @@ go:
 	$(GO) build ./...
 	$(GO) build -o $(BUILD)/bin/gpuslice-nri ./nri-plugin
 	$(GO) build -o $(BUILD)/bin/gpuslice ./cmd/gpuslice
+	$(GO) build -o $(BUILD)/bin/gpuslice-webhook ./cmd/gpuslice-webhook
 
 ## kmod: gpuslice.ko, built out of tree into build/kmod/kmod-src/ against
 ## the newest installed Debian kernel headers (kmod/guest/deps.sh installs
