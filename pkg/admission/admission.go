@@ -7,7 +7,8 @@
 //	nvidia.com/gpu: f                  (0 < f < 1: f x the card's memory,
 //	                                    rounded down to 128 MiB, memory only)
 //
-// becomes a DRA claim on the gpu.gpuslice.io driver: one
+// becomes a DRA claim on the gpu.gpuslice.io driver (pkg/draapi holds the
+// names it shares with the driver): one
 // ResourceClaimTemplate per distinct request in the pod's namespace,
 // created on demand under a name derived from the request, referenced from
 // the pod (spec.resourceClaims and the container's resources.claims) so that
@@ -39,27 +40,6 @@ const (
 	CoresStep      = 5         // volcano.sh/gpu-core.percentage is a multiple of this
 	MaxCores       = 100       // percent
 	MaxWholeCards  = 16        // nvidia.com/gpu translated as whole cards, at most
-)
-
-// The DRA contract between the webhook and the node agent's driver.
-const (
-	// DriverName is the DRA driver, and the domain of its devices'
-	// attributes and capacities.
-	DriverName = "gpu.gpuslice.io"
-	// DeviceClassName selects the driver's devices (one per card).
-	DeviceClassName = "gpu.gpuslice.io"
-	// ConfigAPIVersion and ConfigKind head the driver's opaque parameters.
-	ConfigAPIVersion = "gpu.gpuslice.io/v1alpha1"
-	ConfigKind       = "VGPUConfig"
-	// CapacityMemory and CapacityCores are the capacities a claim
-	// consumes on a card (bytes; percent).
-	CapacityMemory = "memory"
-	CapacityCores  = "cores"
-	// The isolation modes of a vGPU, as the card's mode attribute and the
-	// opaque parameters' mode name them: memory only, or memory and
-	// compute.
-	ModeMemory  = "memory"
-	ModeCompute = "compute"
 )
 
 // Annotations the webhook reads.

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuslice/gpuslice/pkg/draapi"
 )
 
 // CardMemory tells the memory of the cards a pod may be placed on: a
@@ -65,7 +67,7 @@ func (c *Cards) For(ctx context.Context, pod *corev1.Pod) (int64, error) {
 	switch len(sizes) {
 	case 0:
 		return 0, refusef("cannot tell the card's memory: no %s devices are published %s (and %s names no model of --card-memory)",
-			DriverName, where, label)
+			draapi.DriverName, where, label)
 	case 1:
 		return sizes[0], nil
 	}
@@ -115,7 +117,7 @@ func (c *Cards) nodes(ctx context.Context, sel labels.Selector) (map[string]bool
 func (c *Cards) sizes(ctx context.Context, nodes map[string]bool) ([]int64, error) {
 	var sizes []int64
 	opts := metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, DriverName).String(),
+		FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, draapi.DriverName).String(),
 		Limit:         500,
 	}
 	for {
@@ -124,7 +126,7 @@ func (c *Cards) sizes(ctx context.Context, nodes map[string]bool) ([]int64, erro
 			return nil, fmt.Errorf("listing ResourceSlices: %w", err)
 		}
 		for _, s := range list.Items {
-			if s.Spec.Driver != DriverName || nodes != nil && (s.Spec.NodeName == nil || !nodes[*s.Spec.NodeName]) {
+			if s.Spec.Driver != draapi.DriverName || nodes != nil && (s.Spec.NodeName == nil || !nodes[*s.Spec.NodeName]) {
 				continue
 			}
 			for _, d := range s.Spec.Devices {
@@ -144,10 +146,10 @@ func (c *Cards) sizes(ctx context.Context, nodes map[string]bool) ([]int64, erro
 // deviceMemory is a card's memory: its memory capacity, else its memory
 // attribute; 0 when it has neither.
 func deviceMemory(d resourcev1.Device) int64 {
-	if c, ok := d.Capacity[CapacityMemory]; ok {
+	if c, ok := d.Capacity[draapi.CapacityMemory]; ok {
 		return c.Value.Value()
 	}
-	if a, ok := d.Attributes[CapacityMemory]; ok && a.IntValue != nil {
+	if a, ok := d.Attributes[draapi.AttrMemory]; ok && a.IntValue != nil {
 		return *a.IntValue
 	}
 	return 0

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpuslice/gpuslice/pkg/admission/admissiontest"
+
+	"github.com/gpuslice/gpuslice/pkg/draapi"
 )
 
 const gib = 1 << 30
@@ -55,7 +57,7 @@ func withInit(p *corev1.Pod, inits ...corev1.Container) *corev1.Pod {
 // cardSlice is a node's ResourceSlice of the driver with one device per
 // memory size.
 func cardSlice(node string, memories ...int64) *resourcev1.ResourceSlice {
-	return admissiontest.CardSlice(DriverName, node, memories...)
+	return admissiontest.CardSlice(draapi.DriverName, node, memories...)
 }
 
 func node(name string, labels ...string) *corev1.Node {

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuslice/gpuslice/pkg/draapi"
 )
 
 // hasInitClaims reports whether an init container uses a DRA claim.
@@ -35,7 +37,7 @@ func checkInitClaims(ctx context.Context, client kubernetes.Interface, pod *core
 			if spec != nil && asksForVGPU(spec) {
 				return refusef("init container %q: resources.claims %q (%s) asks for %s devices: init containers may not "+
 					"request vGPU resources (the reference product does not support them); request the vGPU in a regular container",
-					c.Name, ref.Name, what, DriverName)
+					c.Name, ref.Name, what, draapi.DriverName)
 			}
 		}
 	}
@@ -81,11 +83,11 @@ func readError(what string, err error) error {
 // class, directly or among its alternatives.
 func asksForVGPU(spec *resourcev1.ResourceClaimSpec) bool {
 	for _, r := range spec.Devices.Requests {
-		if r.Exactly != nil && r.Exactly.DeviceClassName == DeviceClassName {
+		if r.Exactly != nil && r.Exactly.DeviceClassName == draapi.DeviceClassName {
 			return true
 		}
 		for _, s := range r.FirstAvailable {
-			if s.DeviceClassName == DeviceClassName {
+			if s.DeviceClassName == draapi.DeviceClassName {
 				return true
 			}
 		}

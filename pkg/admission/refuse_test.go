@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/gpuslice/gpuslice/pkg/draapi"
 )
 
 func TestMutateRefuses(t *testing.T) {
@@ -161,7 +163,7 @@ func TestMutateRefuses(t *testing.T) {
 		{
 			name:    "an init container using a vGPU claim",
 			pod:     withInitClaim(corev1.PodResourceClaim{ResourceClaimTemplateName: ptr("my-vgpu")}),
-			objects: []runtime.Object{gpuTemplate("my-vgpu", DeviceClassName)},
+			objects: []runtime.Object{gpuTemplate("my-vgpu", draapi.DeviceClassName)},
 			want: `init container "setup": resources.claims "gpu" (ResourceClaimTemplate "my-vgpu") asks for gpu.gpuslice.io devices: ` +
 				`init containers may not request vGPU resources (the reference product does not support them); request the vGPU in a regular container`,
 		},

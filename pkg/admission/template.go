@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuslice/gpuslice/pkg/draapi"
 )
 
 // vgpuRequest is what one container's claim asks of the driver.
@@ -34,18 +36,9 @@ type vgpuRequest struct {
 // mode is the isolation mode the request asks of its card.
 func (r vgpuRequest) mode() string {
 	if r.Cores > 0 {
-		return ModeCompute
+		return draapi.ModeCompute
 	}
-	return ModeMemory
-}
-
-// vgpuConfig is the driver's opaque parameters, as the webhook writes
-// them.
-type vgpuConfig struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Priority   string `json:"priority,omitempty"`
-	Mode       string `json:"mode"`
+	return draapi.ModeMemory
 }
 
 // requestNames names the claim's requests: "vgpu", or vgpu-0, vgpu-1, ...
@@ -68,11 +61,11 @@ func (r vgpuRequest) requestNames() []string {
 // parameters.
 func (r vgpuRequest) claimSpec() resourcev1.ResourceClaimSpec {
 	selectors := []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-		Expression: fmt.Sprintf("device.attributes['%s'].mode in ['unused', '%s']", DriverName, r.mode()),
+		Expression: draapi.ModeSelector(r.mode()),
 	}}}
 	if r.CardMemory > 0 {
 		selectors = append(selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{
-			Expression: fmt.Sprintf("device.attributes['%s'].memory == %d", DriverName, r.CardMemory),
+			Expression: fmt.Sprintf("device.attributes['%s'].%s == %d", draapi.DriverName, draapi.AttrMemory, r.CardMemory),
 		}})
 	}
 	names := r.requestNames()
@@ -81,22 +74,22 @@ func (r vgpuRequest) claimSpec() resourcev1.ResourceClaimSpec {
 		spec.Devices.Requests = append(spec.Devices.Requests, resourcev1.DeviceRequest{
 			Name: name,
 			Exactly: &resourcev1.ExactDeviceRequest{
-				DeviceClassName: DeviceClassName,
+				DeviceClassName: draapi.DeviceClassName,
 				AllocationMode:  resourcev1.DeviceAllocationModeExactCount,
 				Count:           1,
 				Capacity: &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{
-					CapacityMemory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
-					CapacityCores:  *resource.NewQuantity(r.Cores, resource.DecimalSI),
+					draapi.CapacityMemory: *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
+					draapi.CapacityCores:  *resource.NewQuantity(r.Cores, resource.DecimalSI),
 				}},
 				Selectors: selectors,
 			},
 		})
 	}
-	params, _ := json.Marshal(vgpuConfig{APIVersion: ConfigAPIVersion, Kind: ConfigKind, Priority: r.Priority, Mode: r.mode()})
+	params, _ := json.Marshal(draapi.VGPUConfig{APIVersion: draapi.APIVersion, Kind: draapi.KindVGPU, Priority: r.Priority, Mode: r.mode()})
 	spec.Devices.Config = []resourcev1.DeviceClaimConfiguration{{
 		Requests: names,
 		DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
-			Driver: DriverName, Parameters: runtime.RawExtension{Raw: params},
+			Driver: draapi.DriverName, Parameters: runtime.RawExtension{Raw: params},
 		}},
 	}}
 	return spec

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/cel/environment"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/gpuslice/gpuslice/pkg/draapi"
 )
 
 // The claims are written in the form of the contract with the driver.
@@ -96,7 +98,7 @@ func TestTemplateNames(t *testing.T) {
 // from a card's memory, off cards of another memory.
 func TestSelectorsOnCards(t *testing.T) {
 	card := func(mode string, memory int64) dracel.Device {
-		return dracel.Device{Driver: DriverName, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		return dracel.Device{Driver: draapi.DriverName, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
 			"mode": {StringValue: &mode}, "memory": {IntValue: &memory}}}
 	}
 	compute := vgpuRequest{MemoryBytes: 4 * gib, Cores: 30, Cards: 1}

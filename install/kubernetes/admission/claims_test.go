@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	gs "github.com/gpuslice/gpuslice/pkg/admission"
+
+	"github.com/gpuslice/gpuslice/pkg/draapi"
 )
 
 // exact is a request of one device of a class, asking for capacities
@@ -55,19 +57,19 @@ const params = `{"apiVersion":"gpu.gpuslice.io/v1alpha1","kind":"VGPUConfig"`
 func TestClaimPolicy(t *testing.T) {
 	l := load(t)
 	vgpu := func(capacity ...string) []resourcev1.DeviceRequest {
-		return []resourcev1.DeviceRequest{exact("vgpu", gs.DeviceClassName, capacity...)}
+		return []resourcev1.DeviceRequest{exact("vgpu", draapi.DeviceClassName, capacity...)}
 	}
 	ours := func(p string, requests ...string) resourcev1.DeviceClaimConfiguration {
-		return opaque(gs.DriverName, p, requests...)
+		return opaque(draapi.DriverName, p, requests...)
 	}
 	alternatives := []resourcev1.DeviceRequest{{Name: "vgpu", FirstAvailable: []resourcev1.DeviceSubRequest{
-		{Name: "big", DeviceClassName: gs.DeviceClassName, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,
+		{Name: "big", DeviceClassName: draapi.DeviceClassName, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,
 			Capacity: capacities([]string{"memory=8Gi", "cores=30"})},
-		{Name: "small", DeviceClassName: gs.DeviceClassName, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,
+		{Name: "small", DeviceClassName: draapi.DeviceClassName, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,
 			Capacity: capacities([]string{"memory=4Gi", "cores=7"})},
 	}}}
 	bigOnly := []resourcev1.DeviceRequest{{Name: "vgpu", FirstAvailable: alternatives[0].FirstAvailable[:1]}}
-	two := []resourcev1.DeviceRequest{exact("a", gs.DeviceClassName, "memory=4Gi", "cores=30"), exact("b", gs.DeviceClassName, "memory=4Gi")}
+	two := []resourcev1.DeviceRequest{exact("a", draapi.DeviceClassName, "memory=4Gi", "cores=30"), exact("b", draapi.DeviceClassName, "memory=4Gi")}
 	const fields = `"; the fields are apiVersion, kind, priority (low or high) and mode (memory or compute)`
 	for _, tc := range []struct {
 		name string
@@ -95,20 +97,19 @@ func TestClaimPolicy(t *testing.T) {
 			`spec.devices.config[0].opaque.parameters.priority: want low or high`},
 		{"a mode neither memory nor compute", claimOf(vgpu("memory=4Gi"), ours(params+`,"mode":"shared"}`)),
 			`spec.devices.config[0].opaque.parameters.mode: want memory or compute`},
-		{"no memory", claimOf(vgpu("cores=30")),
-			`spec.devices.requests "vgpu": capacity.requests.memory is not set: want whole MiB from 1Mi to 16Ti (a gpu.gpuslice.io device has no default memory)`},
+		{"no memory: the whole card", claimOf(vgpu("cores=30")), ""},
 		{"memory not whole MiB", claimOf(vgpu("memory=1.5Mi")),
-			`spec.devices.requests "vgpu": capacity.requests.memory=1536Ki: want whole MiB from 1Mi to 16Ti (a gpu.gpuslice.io device has no default memory)`},
+			`spec.devices.requests "vgpu": capacity.requests.memory=1536Ki: want whole MiB from 1Mi to 16Ti (none: the whole card)`},
 		{"memory in decimal units", claimOf(vgpu("memory=4G")),
-			`spec.devices.requests "vgpu": capacity.requests.memory=4G: want whole MiB from 1Mi to 16Ti (a gpu.gpuslice.io device has no default memory)`},
+			`spec.devices.requests "vgpu": capacity.requests.memory=4G: want whole MiB from 1Mi to 16Ti (none: the whole card)`},
 		{"memory 0", claimOf(vgpu("memory=0")),
-			`spec.devices.requests "vgpu": capacity.requests.memory=0: want whole MiB from 1Mi to 16Ti (a gpu.gpuslice.io device has no default memory)`},
+			`spec.devices.requests "vgpu": capacity.requests.memory=0: want whole MiB from 1Mi to 16Ti (none: the whole card)`},
 		{"memory over 16Ti", claimOf(vgpu("memory=32Ti")),
-			`spec.devices.requests "vgpu": capacity.requests.memory=32Ti: want whole MiB from 1Mi to 16Ti (a gpu.gpuslice.io device has no default memory)`},
+			`spec.devices.requests "vgpu": capacity.requests.memory=32Ti: want whole MiB from 1Mi to 16Ti (none: the whole card)`},
 		{"cores 33", claimOf(vgpu("memory=4Gi", "cores=33")), `spec.devices.requests "vgpu": capacity.requests.cores=33: want 0-100 in steps of 5`},
 		{"cores 120", claimOf(vgpu("memory=4Gi", "cores=120")), `spec.devices.requests "vgpu": capacity.requests.cores=120: want 0-100 in steps of 5`},
-		{"two wrong requests: the first by name", claimOf([]resourcev1.DeviceRequest{exact("b", gs.DeviceClassName, "memory=1Gi", "cores=33"),
-			exact("a", gs.DeviceClassName, "memory=1Gi", "cores=7")}),
+		{"two wrong requests: the first by name", claimOf([]resourcev1.DeviceRequest{exact("b", draapi.DeviceClassName, "memory=1Gi", "cores=33"),
+			exact("a", draapi.DeviceClassName, "memory=1Gi", "cores=7")}),
 			`spec.devices.requests "a": capacity.requests.cores=7: want 0-100 in steps of 5`},
 		{"an alternative with cores 7", claimOf(alternatives),
 			`spec.devices.requests "vgpu/small": capacity.requests.cores=7: want 0-100 in steps of 5`},
@@ -141,8 +142,8 @@ func TestClaimPolicy(t *testing.T) {
 // others are not bound by that policy.
 func TestWebhookTemplatesPolicy(t *testing.T) {
 	l := load(t)
-	good := claimOf([]resourcev1.DeviceRequest{exact("vgpu", gs.DeviceClassName, "memory=4Gi")})
-	admin := claimOf([]resourcev1.DeviceRequest{exact("vgpu", gs.DeviceClassName, "memory=4Gi")})
+	good := claimOf([]resourcev1.DeviceRequest{exact("vgpu", draapi.DeviceClassName, "memory=4Gi")})
+	admin := claimOf([]resourcev1.DeviceRequest{exact("vgpu", draapi.DeviceClassName, "memory=4Gi")})
 	yes := true
 	admin.Spec.Devices.Requests[0].Exactly.AdminAccess = &yes
 	unlabelled := templateOf("gpuslice-x", good)
@@ -163,7 +164,7 @@ func TestWebhookTemplatesPolicy(t *testing.T) {
 		{"other devices", templateOf("gpuslice-x", claimOf([]resourcev1.DeviceRequest{exact("gpu", "gpu.nvidia.com")})), webhookUser, class},
 		{"admin access", templateOf("gpuslice-x", admin), webhookUser, class},
 		{"alternatives", templateOf("gpuslice-x", claimOf([]resourcev1.DeviceRequest{{Name: "vgpu",
-			FirstAvailable: []resourcev1.DeviceSubRequest{{Name: "a", DeviceClassName: gs.DeviceClassName}}}})), webhookUser, class},
+			FirstAvailable: []resourcev1.DeviceSubRequest{{Name: "a", DeviceClassName: draapi.DeviceClassName}}}})), webhookUser, class},
 		{"a user's template", templateOf("mine", claimOf([]resourcev1.DeviceRequest{exact("gpu", "gpu.nvidia.com")})), "alice", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

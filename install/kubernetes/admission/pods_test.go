@@ -13,6 +13,8 @@ import (
 	"github.com/gpuslice/gpuslice/internal/celpolicy"
 	gs "github.com/gpuslice/gpuslice/pkg/admission"
 	"github.com/gpuslice/gpuslice/pkg/admission/admissiontest"
+
+	"github.com/gpuslice/gpuslice/pkg/draapi"
 )
 
 const (
@@ -148,7 +150,7 @@ func TestWebhookAndPoliciesAgree(t *testing.T) {
 // expected refusal ("" for none).
 func (l *loaded) throughWebhook(t *testing.T, pod *corev1.Pod, refused string) {
 	t.Helper()
-	client := fake.NewClientset(admissiontest.CardSlice(gs.DriverName, "node-a", 16<<30))
+	client := fake.NewClientset(admissiontest.CardSlice(draapi.DriverName, "node-a", 16<<30))
 	m := &gs.Mutator{Client: client, Cards: &gs.Cards{Client: client}}
 	ops, err := m.Mutate(context.Background(), pod.DeepCopy(), "team", false)
 	var r *gs.Refusal
