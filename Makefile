@@ -14,7 +14,7 @@ export CGO_ENABLED := 1
 # every fresh build; they are NVIDIA's, not ours.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build c go demo test lint check-c bench clean kmod guest guest-deps kube-deps
+.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps
 
 all: build
 
@@ -72,7 +72,7 @@ demo: c
 
 ## test: every test (C builds warning-free, Go lint, unit and end-to-end,
 ## gpuslice.ko in a qemu guest: kmod/guest, a real single-node Kubernetes:
-## internal/kube). The timeout is go test's per package: the packages that
+## internal/kube, e2e/cluster). The timeout is go test's per package: the packages that
 ## run a Kubernetes cluster take turns (one cluster a machine), so one may
 ## wait for another's whole run.
 test: lint c guest-deps kube-deps
@@ -93,6 +93,12 @@ lint: $(STATICCHECK)
 ## compute gate's shares per policy (benchmarks/README.md).
 bench: c
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./benchmarks/...
+
+## bench-kube: pods to Running with and without a vGPU claim on a real
+## single-node Kubernetes (as root), and a claim's prepare and unprepare.
+bench-kube: c kube-deps
+	$(GO) test -run '^$$' -bench PodToRunning -benchtime 3x ./e2e/cluster/
+	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 200x ./nri-plugin/dra/
 
 clean:
 	rm -rf $(BUILD)

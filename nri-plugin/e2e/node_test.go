@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -18,8 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gpuslice/gpuslice/internal/e2e"
 	"github.com/gpuslice/gpuslice/internal/testenv"
@@ -37,17 +34,6 @@ const (
 	// a loaded 2-core machine; polled, never slept through).
 	pollTimeout = 60 * time.Second
 )
-
-// hostNodes are the device nodes the agent hands out, each made as a copy
-// of a real host node (a distinct one each, so a container's node shows
-// which host node it came from).
-var hostNodes = []struct{ path, like string }{
-	{"/dev/nvidia0", "/dev/null"},
-	{"/dev/nvidia1", "/dev/zero"},
-	{"/dev/nvidiactl", "/dev/full"},
-	{"/dev/nvidia-uvm", "/dev/random"},
-	{"/dev/nvidia-uvm-tools", "/dev/urandom"},
-}
 
 var workDir string // the test process's scratch directory (the agent binary)
 
@@ -78,10 +64,7 @@ func agentBinary(t *testing.T) string {
 			return
 		}
 		bin := filepath.Join(workDir, "gpuslice-nri")
-		cmd := exec.Command("go", "build", "-o", bin, "./nri-plugin")
-		cmd.Dir = testenv.Root()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("building the agent (go build ./nri-plugin): %v\n%s", err, out)
+		if built.err = testenv.GoBuild("./nri-plugin", bin); built.err != nil {
 			return
 		}
 		built.agent = bin
@@ -150,24 +133,13 @@ func startNode(t *testing.T, cfg nodeConfig) *node {
 	return n
 }
 
-// makeDevRoot makes the scratch device root: real character nodes, each
-// with the numbers of a different host node (hostNodes); it returns each
-// path's "major:minor" (hex).
+// makeDevRoot makes the scratch device root (e2e.DeviceNodes) and
+// returns each path's "major:minor" (hex) of its host node.
 func makeDevRoot(t *testing.T, root string) map[string]string {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+	devs, err := e2e.MakeDeviceRoot(root)
+	if err != nil {
 		t.Fatal(err)
-	}
-	devs := map[string]string{}
-	for _, d := range hostNodes {
-		var st unix.Stat_t
-		if err := unix.Stat(d.like, &st); err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Mknod(filepath.Join(root, d.path), unix.S_IFCHR|0o666, int(st.Rdev)); err != nil {
-			t.Fatalf("mknod %s: %v", d.path, err)
-		}
-		devs[d.path] = fmt.Sprintf("%x:%x", unix.Major(st.Rdev), unix.Minor(st.Rdev))
 	}
 	return devs
 }
