@@ -27,6 +27,23 @@ func (n *node) waitVGPUs(t *testing.T, ns, pod string, want int) []cardVGPU {
 	}
 }
 
+// pending creates a pod of the template and waits until the scheduler
+// says it cannot place it for want of devices ("cannot allocate all
+// claims").
+func (n *node) pending(t *testing.T, ns, pod, template, what string) {
+	t.Helper()
+	if _, err := n.c.CreatePod(ns, n.gpuPod(pod, template)); err != nil {
+		t.Fatal(err)
+	}
+	why, err := n.c.WaitPodUnschedulable(ns, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(why, "cannot allocate all claims") {
+		t.Errorf("%s is unschedulable because %q; want the scheduler's \"cannot allocate all claims\"", what, why)
+	}
+}
+
 // checkCap checks a vGPU of the agent's status against a claim's request.
 func checkCap(t *testing.T, pod string, v cardVGPU, memMiB, cores int) {
 	t.Helper()
@@ -59,16 +76,7 @@ func TestSchedulerPlacesClaims(t *testing.T) {
 		t.Fatalf("a and b on cards %v; want one each", onCard)
 	}
 
-	if _, err := n.c.CreatePod(ns, n.gpuPod("c", "ten")); err != nil {
-		t.Fatal(err)
-	}
-	why, err := n.c.WaitPodUnschedulable(ns, "c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(why, "cannot allocate all claims") {
-		t.Errorf("c is unschedulable because %q; want the scheduler's \"cannot allocate all claims\"", why)
-	}
+	n.pending(t, ns, "c", "ten", "c")
 	if vs, _ := n.vgpusOf(ns, "c"); len(vs) != 0 {
 		t.Errorf("the Pending pod c has vGPUs %+v", vs)
 	}
@@ -133,14 +141,5 @@ func TestMaxInstByScheduler(t *testing.T) {
 	}
 	n.checkVGPU(t, ns, "p07", 512, 0)
 
-	if _, err := n.c.CreatePod(ns, n.gpuPod("p20", "small")); err != nil {
-		t.Fatal(err)
-	}
-	why, err := n.c.WaitPodUnschedulable(ns, "p20")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(why, "cannot allocate all claims") {
-		t.Errorf("the 21st is unschedulable because %q; want the scheduler's \"cannot allocate all claims\"", why)
-	}
+	n.pending(t, ns, "p20", "small", "the 21st")
 }

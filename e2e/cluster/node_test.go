@@ -19,14 +19,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/internal/e2e"
@@ -103,7 +101,7 @@ func startNode(t testing.TB, c *kube.Cluster) (*node, error) {
 		stateDir: filepath.Join(dir, "state"),
 		socket:   filepath.Join(dir, "agent.sock"),
 	}
-	if err := makeDevRoot(n.devRoot); err != nil {
+	if _, err := e2e.MakeDeviceRoot(n.devRoot); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(n.simDir, 0o777); err != nil {
@@ -176,41 +174,12 @@ func buildAgent() (string, error) {
 			return
 		}
 		bin := filepath.Join(dir, "gpuslice-nri")
-		cmd := exec.Command("go", "build", "-o", bin, "./nri-plugin")
-		cmd.Dir = testenv.Root()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("building the agent (go build ./nri-plugin): %v\n%s", err, out)
+		if built.err = testenv.GoBuild("./nri-plugin", bin); built.err != nil {
 			return
 		}
 		built.bin = bin
 	})
 	return built.bin, built.err
-}
-
-// hostNodes are the device nodes the agent hands out, each a copy of a
-// distinct host node.
-var hostNodes = []struct{ path, like string }{
-	{"/dev/nvidia0", "/dev/null"},
-	{"/dev/nvidia1", "/dev/zero"},
-	{"/dev/nvidiactl", "/dev/full"},
-	{"/dev/nvidia-uvm", "/dev/random"},
-	{"/dev/nvidia-uvm-tools", "/dev/urandom"},
-}
-
-func makeDevRoot(root string) error {
-	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
-		return err
-	}
-	for _, d := range hostNodes {
-		var st unix.Stat_t
-		if err := unix.Stat(d.like, &st); err != nil {
-			return err
-		}
-		if err := unix.Mknod(filepath.Join(root, d.path), unix.S_IFCHR|0o666, int(st.Rdev)); err != nil {
-			return fmt.Errorf("mknod %s: %v", d.path, err)
-		}
-	}
-	return nil
 }
 
 func freePort() (int, error) {

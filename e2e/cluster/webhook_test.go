@@ -85,10 +85,8 @@ func (w *webhook) install() error {
 	}
 	w.dir = dir
 	w.bin = filepath.Join(dir, "gpuslice-webhook")
-	cmd := exec.Command("go", "build", "-o", w.bin, "./cmd/gpuslice-webhook")
-	cmd.Dir = testenv.Root()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the webhook: %v\n%s", err, out)
+	if err := testenv.GoBuild("./cmd/gpuslice-webhook", w.bin); err != nil {
+		return err
 	}
 	certPEM, keyPEM, err := w.c.ServingCert(w.c.NodeIP())
 	if err != nil {
