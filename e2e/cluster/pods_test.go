@@ -8,6 +8,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +29,8 @@ const (
 	gsBin = "/gs/bin"
 	gsLib = "/gs/lib"
 	gsSim = "/gs/sim"
+	// multiarchLib is the host's glibc on a multiarch layout.
+	multiarchLib = "/usr/lib/x86_64-linux-gnu"
 )
 
 // vgpu is one claim's request.
@@ -93,7 +96,6 @@ func (n *node) gpuPod(name, template string) *corev1.Pod {
 		hostPath("gs-bin", testenv.Build()+"/bin"),
 		hostPath("gs-lib", testenv.Lib()),
 		hostPath("gs-sim", n.simDir),
-		hostPath("glibc", "/usr/lib/x86_64-linux-gnu"),
 		hostPath("ld", "/lib64"),
 	}
 	ctr := &pod.Spec.Containers[0]
@@ -101,8 +103,13 @@ func (n *node) gpuPod(name, template string) *corev1.Pod {
 		{Name: "gs-bin", MountPath: gsBin, ReadOnly: true},
 		{Name: "gs-lib", MountPath: gsLib, ReadOnly: true},
 		{Name: "gs-sim", MountPath: gsSim},
-		{Name: "glibc", MountPath: "/lib/x86_64-linux-gnu", ReadOnly: true},
 		{Name: "ld", MountPath: "/lib64", ReadOnly: true},
+	}
+	// A multiarch host (Debian, Ubuntu) keeps glibc there; elsewhere it
+	// is in /lib64, mounted above.
+	if st, err := os.Stat(multiarchLib); err == nil && st.IsDir() {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, hostPath("glibc", multiarchLib))
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "glibc", MountPath: "/lib/x86_64-linux-gnu", ReadOnly: true})
 	}
 	ctr.Env = []corev1.EnvVar{
 		{Name: "LD_LIBRARY_PATH", Value: gsLib},
