@@ -13,16 +13,14 @@
 
 #include "gs_kmod.h"
 
+/* Charged to the opener's memcg: a container's opens count in its limit. */
 struct gs_client *gs_client_new(void)
 {
-	struct gs_client *cl = kzalloc(sizeof(*cl), GFP_KERNEL);
+	struct gs_client *cl = kzalloc(sizeof(*cl), GFP_KERNEL_ACCOUNT);
 
 	if (!cl)
 		return NULL;
 	cl->pid = get_pid(task_tgid(current));
-	mutex_lock(&gs_mutex);
-	list_add_tail(&cl->node, &gs_clients);
-	mutex_unlock(&gs_mutex);
 	return cl;
 }
 
@@ -45,12 +43,18 @@ static bool gs_att_recount(struct gs_attach *att)
 	return true;
 }
 
-/* Undoes one attachment: charges, process count, pending work; gs_mutex held. */
+/*
+ * Undoes one attachment: charges, process count, pending work, its slot
+ * in the vGPU's files (a /proc reader may still see the file until a
+ * grace period passed: it is freed after one).
+ */
 static void gs_detach(struct gs_attach *att)
 {
 	struct gs_kvgpu *kv = att->kv;
 	struct gs_kcard *card = kv->card;
 
+	mutex_lock(&card->mutex);
+	xa_erase(&kv->files, att->slot);
 	atomic64_sub(atomic64_xchg(&att->charged, 0), &kv->mem_used);
 	spin_lock_irq(&card->lock);
 	gs_card_procs(card, kv, -1);
@@ -63,27 +67,37 @@ static void gs_detach(struct gs_attach *att)
 	gs_card_acquirer(card, att, false, -1);
 	spin_unlock_irq(&card->lock);
 	gs_card_retime(card);
+	mutex_unlock(&card->mutex);
 	gs_kvgpu_put(kv);
 }
 
-void gs_client_free(struct gs_client *cl)
+/* After a grace period: no /proc reader holds cl or its pid any more. */
+static void gs_client_rcu_free(struct rcu_head *head)
 {
-	int i;
+	struct gs_client *cl = container_of(head, struct gs_client, rcu);
 
-	mutex_lock(&gs_mutex);
-	list_del(&cl->node);
-	for (i = 0; i < GPUSLICE_MAX_CARDS; i++)
-		if (cl->att[i].kv)
-			gs_detach(&cl->att[i]);
-	mutex_unlock(&gs_mutex);
 	put_pid(cl->pid);
 	kfree(cl);
 }
 
-/* The vGPU of current's cgroup or its nearest ancestor with one (gs_mutex). */
-static struct gs_kvgpu *gs_find_vgpu(struct gs_kcard *card)
+/* close: each card's lock in turn, never one global to the cards. */
+void gs_client_free(struct gs_client *cl)
 {
-	struct gs_kvgpu *found = NULL;
+	int i;
+
+	for (i = 0; i < GPUSLICE_MAX_CARDS; i++)
+		if (cl->att[i].kv)
+			gs_detach(&cl->att[i]);
+	call_rcu(&cl->rcu, gs_client_rcu_free);
+}
+
+/*
+ * The vGPU of current's cgroup or its nearest ancestor with one; under
+ * card->mutex (stable) or RCU (the caller's own vGPU of the moment).
+ */
+struct gs_kvgpu *gs_find_vgpu(struct gs_kcard *card)
+{
+	struct gs_kvgpu *found = NULL, *kv;
 	struct cgroup *cgrp;
 	u64 id;
 	int i;
@@ -92,9 +106,11 @@ static struct gs_kvgpu *gs_find_vgpu(struct gs_kcard *card)
 	for (cgrp = task_dfl_cgroup(current); cgrp && !found;
 	     cgrp = cgroup_parent(cgrp)) {
 		id = cgroup_id(cgrp);
-		for (i = 0; i < GPUSLICE_MAX_VGPUS && !found; i++)
-			if (card->vgpu[i] && card->vgpu[i]->cgroup_id == id)
-				found = card->vgpu[i];
+		for (i = 0; i < GPUSLICE_MAX_VGPUS && !found; i++) {
+			kv = rcu_dereference(card->vgpu[i]);
+			if (kv && kv->cgroup_id == id)
+				found = kv;
+		}
 	}
 	rcu_read_unlock();
 	return found;
@@ -111,6 +127,20 @@ static void gs_attach_reply(const struct gs_kvgpu *kv,
 	arg->policy = kv->card->core.cfg.policy;
 }
 
+/*
+ * Takes a slot in kv's files (at most GPUSLICE_MAX_VGPU_FILES: -EUSERS
+ * past it), charged to the caller's memcg; card->mutex held.
+ */
+static int gs_attach_slot(struct gs_client *cl, struct gs_attach *att,
+			  struct gs_kvgpu *kv)
+{
+	int err = xa_alloc(&kv->files, &att->slot, cl,
+			   XA_LIMIT(0, GPUSLICE_MAX_VGPU_FILES - 1),
+			   GFP_KERNEL_ACCOUNT);
+
+	return err == -EBUSY ? -EUSERS : err;
+}
+
 int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg)
 {
 	struct gs_attach *att;
@@ -118,10 +148,11 @@ int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg)
 	struct gs_kvgpu *kv;
 	int err = 0;
 
-	mutex_lock(&gs_mutex);
 	card = gs_card_lookup(arg->card, &err);
 	if (!card)
-		goto out;
+		return err;
+	/* The card's lock only: the vGPU set is stable, nothing else waits. */
+	mutex_lock(&card->mutex);
 	att = &cl->att[arg->card];
 	kv = att->kv;
 	if (kv && READ_ONCE(kv->dead)) {
@@ -135,6 +166,9 @@ int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg)
 			err = -ENOENT;
 			goto out;
 		}
+		err = gs_attach_slot(cl, att, kv);
+		if (err)
+			goto out;
 		kref_get(&kv->ref);
 		spin_lock_irq(&card->lock);
 		gs_card_procs(card, kv, 1);
@@ -145,7 +179,7 @@ int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg)
 	}
 	gs_attach_reply(kv, arg);
 out:
-	mutex_unlock(&gs_mutex);
+	mutex_unlock(&card->mutex);
 	return err;
 }
 
@@ -287,11 +321,29 @@ static bool gs_may_run_now(struct gs_attach *att, bool hold, u64 *end,
 	return ok;
 }
 
-/* Waits for the vGPU's slice; hrtimer-precise, never before timeout_ns. */
+/*
+ * A thread of kv is about to block in ACQUIRE or WAIT: false (-EUSERS)
+ * when GPUSLICE_MAX_VGPU_WAITERS of its threads already do, so that the
+ * queues a handover wakes stay bounded whatever a tenant starts.
+ */
+static bool gs_waiter_get(struct gs_kvgpu *kv)
+{
+	return atomic_add_unless(&kv->nwaiters, 1, GPUSLICE_MAX_VGPU_WAITERS);
+}
+
+static void gs_waiter_put(struct gs_kvgpu *kv)
+{
+	atomic_dec(&kv->nwaiters);
+}
+
+/*
+ * Waits for the vGPU's slice on its own queue (a handover wakes the new
+ * owner's); hrtimer-precise, never before timeout_ns.
+ */
 static long gs_acquire_wait(struct gs_attach *att, bool hold, u64 timeout_ns,
 			    u64 *end, int *err)
 {
-	wait_queue_head_t *wq = &att->kv->card->wq;
+	wait_queue_head_t *wq = &att->kv->acq_wq;
 	long ret;
 
 	if (!timeout_ns)
@@ -336,11 +388,15 @@ int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
 	spin_unlock_irq(&card->lock);
 
 	if (!gs_may_run_now(att, hold, &end, &err) && !err) {
-		if (arg->flags & GPUSLICE_ACQUIRE_NONBLOCK)
+		if (arg->flags & GPUSLICE_ACQUIRE_NONBLOCK) {
 			ret = -EAGAIN;
-		else
+		} else if (!gs_waiter_get(kv)) {
+			ret = -EUSERS;
+		} else {
 			ret = gs_acquire_wait(att, hold, arg->timeout_ns, &end,
 					      &err);
+			gs_waiter_put(kv);
+		}
 	}
 
 	/* Granted: the file has work until RELEASE_IDLE. Not: as before. */
@@ -388,7 +444,11 @@ int gs_release(struct gs_client *cl, const struct gpuslice_release *arg)
 	return 0;
 }
 
-/* The condition of WAIT: the slice ending at end is over, or not current. */
+/*
+ * The condition of WAIT: the slice ending at end is over, or not kv's
+ * current one. Only kv's owning slices are waited for, so a handover
+ * needs to wake only the old owner's sleepers.
+ */
 static bool gs_slice_over(struct gs_kvgpu *kv, u64 end, int *err)
 {
 	struct gs_kcard *card = kv->card;
@@ -399,7 +459,8 @@ static bool gs_slice_over(struct gs_kvgpu *kv, u64 end, int *err)
 	if (kv->dead)
 		*err = -ENODEV;
 	else if (gs_card_gated(card))
-		over = gs_slice_end(&card->core) != end ||
+		over = gs_owner(&card->core) != kv->id ||
+		       gs_slice_end(&card->core) != end ||
 		       ktime_get_ns() >= end;
 	spin_unlock_irqrestore(&card->lock, flags);
 	return over;
@@ -424,10 +485,13 @@ int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg)
 	now = ktime_get_ns();
 	if (gs_slice_over(kv, end, &err))
 		return err;
+	if (!gs_waiter_get(kv))
+		return -EUSERS;
 	left = min_t(u64, end - now, most);
-	ret = wait_event_interruptible_hrtimeout(kv->card->wq,
+	ret = wait_event_interruptible_hrtimeout(kv->wait_wq,
 						 gs_slice_over(kv, end, &err),
 						 ns_to_ktime(left));
+	gs_waiter_put(kv);
 	if (ret == -ERESTARTSYS)
 		return -EINTR;
 	return ret == -ETIME ? 0 : err;

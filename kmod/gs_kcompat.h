@@ -11,6 +11,7 @@
 #include <linux/err.h>
 #include <linux/hrtimer.h>
 #include <linux/mm.h>
+#include <linux/proc_fs.h>
 #include <linux/version.h>
 
 /* hrtimer_setup() replaced hrtimer_init() + .function in 6.13. */
@@ -34,6 +35,16 @@ static inline void gs_vm_flags_mod(struct vm_area_struct *vma,
 	vm_flags_mod(vma, set, clear);
 #else
 	vma->vm_flags = (vma->vm_flags | set) & ~clear;
+#endif
+}
+
+/* PDE_DATA() became pde_data() in 5.17. */
+static inline void *gs_pde_data(const struct inode *inode)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(5, 17, 0)
+	return pde_data(inode);
+#else
+	return PDE_DATA(inode);
 #endif
 }
 

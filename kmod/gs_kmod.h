@@ -3,13 +3,25 @@
  * gpuslice.ko internals shared by its files (README.md: "Scheduling in the
  * module" and the ABI tables).
  *
- * Locking, outermost first:
- *  - gs_mutex: cards' settings, creating/updating/destroying vGPUs, attach,
- *    the client list, /proc readers. Sleeps; never taken by the fast paths.
+ * Locking, outermost first; no lock is global to the cards, and no lock a
+ * tenant's call takes is held for work that grows with another tenant's
+ * files or waiters:
+ *  - gs_cards_mutex (gs_card.c): creating a card (CARD_SET). Nothing else.
+ *  - card->mutex: the card's settings, its vGPU set (create, update,
+ *    destroy), attach and detach of files, starting and stopping its
+ *    timer. Sleeps; taken by ATTACH and close for O(1) work each.
  *  - card->lock (spinlock, irq-safe: the hrtimer callback takes it): the
- *    core's state, card->vgpu[] (written under both locks), the activity
- *    counters of the card's vGPUs, the schedule page.
- * Memory charges are lock-free (atomic64 compare-and-exchange).
+ *    core's state, card->vgpu[] (written under both card->mutex and it),
+ *    the activity counters of the card's vGPUs, the schedule page, the
+ *    wake-ups at a handover (at most GPUSLICE_MAX_VGPU_WAITERS threads per
+ *    queue, three queues).
+ *  - kv->files' xarray lock: a vGPU's attached files (slot allocation).
+ * Lock-free: memory charges (atomic64 compare-and-exchange), CARD_GET
+ * (card->cfg_seq, a sequence count written under card->lock), the lookups
+ * of a card (never freed before module exit) and, under RCU, of a vGPU in
+ * card->vgpu[] (freed after a grace period) and of the files in its
+ * xarray (a file's gs_client is freed after a grace period): VGPU_STATS'
+ * lookup and the /proc readers, which hold no lock between records.
  */
 #ifndef GS_KMOD_H
 #define GS_KMOD_H
@@ -19,8 +31,11 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/rcupdate.h>
+#include <linux/seqlock.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
+#include <linux/xarray.h>
 
 #include "gs_sched.h"
 #include "uapi/gpuslice.h"
@@ -29,17 +44,27 @@
 
 struct gs_kcard;
 
-/* A vGPU; attached files hold references, so it may outlive its destroy. */
+/*
+ * A vGPU; attached files hold references, so it may outlive its destroy.
+ * Freed after an RCU grace period (lock-free readers of card->vgpu[]).
+ */
 struct gs_kvgpu {
 	struct kref ref;
+	struct rcu_head rcu;
 	struct gs_kcard *card;
 	int id;
 	bool dead;		/* destroyed: a detached record (card->lock) */
 	u64 cgroup_id;
 	u32 mode;
-	u32 quota;		/* gs_mutex */
-	u32 priority;		/* gs_mutex */
-	u64 mem_cap;		/* written under gs_mutex, read lock-free */
+	u32 quota;		/* written under card->mutex and card->lock */
+	u32 priority;		/* written under card->mutex and card->lock */
+	u64 mem_cap;		/* written under card->mutex, read lock-free */
+	/* Attached files (struct gs_client *), slots 0..MAX_VGPU_FILES-1. */
+	struct xarray files;
+	/* Threads blocked in ACQUIRE or WAIT, at most MAX_VGPU_WAITERS. */
+	atomic_t nwaiters;
+	wait_queue_head_t acq_wq;	/* ACQUIRE waiters */
+	wait_queue_head_t wait_wq;	/* WAIT sleepers */
 	atomic64_t mem_used;
 	atomic64_t mem_unseen;	/* the driver's bytes not charged (the agent's) */
 	/* card->lock: */
@@ -56,21 +81,24 @@ struct gs_kvgpu {
 
 struct gs_kcard {
 	int index;
+	struct mutex mutex;	/* see the top of this file */
 	spinlock_t lock;	/* see the top of this file */
+	seqcount_t cfg_seq;	/* core.cfg, mode, nvgpus (CARD_GET) */
 	struct gs_card core;
 	u32 mode;		/* GPUSLICE_MODE_* of its vGPUs */
 	u32 nvgpus;
 	u32 nattached;		/* files attached to its live compute vGPUs */
 	bool ticking;		/* the hrtimer is (to be) armed */
-	struct gs_kvgpu *vgpu[GPUSLICE_MAX_VGPUS];
+	s32 woken;		/* the owner whose queues were woken last */
+	struct gs_kvgpu *vgpu[GPUSLICE_MAX_VGPUS];	/* RCU-readable */
 	struct hrtimer timer;
-	wait_queue_head_t wq;	/* ACQUIRE waiters */
 	struct gpuslice_sched_page *page;
 };
 
 /* One attachment of a file to a card's vGPU. */
 struct gs_attach {
 	struct gs_kvgpu *kv;	/* set once by ATTACH, read with acquire */
+	u32 slot;		/* its index in kv->files */
 	atomic64_t charged;	/* bytes this file charged */
 	/* card->lock: */
 	bool pending;		/* acquired, no RELEASE_IDLE since */
@@ -81,15 +109,17 @@ struct gs_attach {
 	bool holder, plain;	/* acquired with / without ACQUIRE_HOLD */
 };
 
-/* An open /dev/gpuslice. */
+/*
+ * An open /dev/gpuslice (charged to the opener's memcg). Freed, and its
+ * pid put, after an RCU grace period: /proc readers find it in the
+ * xarrays of the vGPUs it attached to.
+ */
 struct gs_client {
-	struct list_head node;	/* gs_clients, under gs_mutex */
+	struct rcu_head rcu;
 	struct pid *pid;	/* the opener's thread group */
 	struct gs_attach att[GPUSLICE_MAX_CARDS];
 };
 
-extern struct mutex gs_mutex;
-extern struct list_head gs_clients;
 extern struct gs_kcard *gs_cards[GPUSLICE_MAX_CARDS];
 
 /* gs_card.c */
@@ -99,11 +129,16 @@ int gs_card_get(struct gpuslice_card *arg);
 int gs_vgpu_create(struct gpuslice_vgpu *arg);
 int gs_vgpu_update_spec(const struct gpuslice_vgpu *arg);
 int gs_vgpu_destroy(const struct gpuslice_vgpu *arg);
-int gs_vgpu_stats(struct gpuslice_vgpu_stats *arg);
-struct gs_kvgpu *gs_vgpu_lookup(u32 index, u32 id, int *err);
+int gs_vgpu_stats(struct gpuslice_vgpu_stats *arg, bool admin);
+struct gs_kvgpu *gs_vgpu_visible(u32 index, u32 id, bool admin, int *err);
 void gs_vgpu_spec(const struct gs_kvgpu *kv, struct gpuslice_vgpu *spec);
 void gs_kvgpu_put(struct gs_kvgpu *kv);
+void gs_cards_free(void);
+
+/* gs_slice.c */
 bool gs_card_gated(const struct gs_kcard *card);
+void gs_page_publish(struct gs_kcard *card);
+enum hrtimer_restart gs_card_timer(struct hrtimer *timer);
 void gs_card_advance(struct gs_kcard *card, u64 now);
 void gs_card_procs(struct gs_kcard *card, struct gs_kvgpu *kv, int delta);
 void gs_card_work(struct gs_kcard *card, struct gs_kvgpu *kv, u64 now);
@@ -114,11 +149,11 @@ void gs_card_hold(struct gs_kcard *card, struct gs_attach *att);
 void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now);
 void gs_card_acquirer(struct gs_kcard *card, struct gs_attach *att, bool hold,
 		      int delta);
-void gs_cards_free(void);
 
 /* gs_client.c */
 struct gs_client *gs_client_new(void);
 void gs_client_free(struct gs_client *cl);
+struct gs_kvgpu *gs_find_vgpu(struct gs_kcard *card);
 int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg);
 int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg);
 int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg);
@@ -128,7 +163,7 @@ int gs_release(struct gs_client *cl, const struct gpuslice_release *arg);
 int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg);
 
 /* gs_unseen.c */
-int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set);
+int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin);
 s64 gs_vgpu_in_use(const struct gs_kvgpu *kv);
 
 /* gs_proc.c */

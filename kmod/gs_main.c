@@ -10,13 +10,11 @@
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/rcupdate.h>
 #include <linux/uaccess.h>
+#include <linux/user_namespace.h>
 #include "gs_kcompat.h"
 #include "gs_kmod.h"
-
-/* The outer lock (gs_kmod.h); gs_clients: every open file. */
-DEFINE_MUTEX(gs_mutex);
-LIST_HEAD(gs_clients);
 
 static int gs_open(struct inode *inode, struct file *file)
 {
@@ -71,6 +69,15 @@ static int gs_version(struct gpuslice_version *v)
 	return 0;
 }
 
+/*
+ * May the caller see every tenant (VGPU_STATS, VGPU_UNSEEN of any vGPU)?
+ * Not audited: a tenant reading its own vGPU is no denial to log.
+ */
+static bool gs_sees_all(void)
+{
+	return ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN);
+}
+
 static int gs_dispatch(struct gs_client *cl, unsigned int cmd,
 		       union gs_ioc_arg *a)
 {
@@ -80,7 +87,7 @@ static int gs_dispatch(struct gs_client *cl, unsigned int cmd,
 	case GPUSLICE_IOC_CARD_GET:
 		return gs_card_get(&a->card);
 	case GPUSLICE_IOC_VGPU_STATS:
-		return gs_vgpu_stats(&a->stats);
+		return gs_vgpu_stats(&a->stats, gs_sees_all());
 	case GPUSLICE_IOC_CARD_SET:
 		return gs_card_set(&a->card);
 	case GPUSLICE_IOC_VGPU_CREATE:
@@ -104,9 +111,9 @@ static int gs_dispatch(struct gs_client *cl, unsigned int cmd,
 	case GPUSLICE_IOC_WAIT:
 		return gs_wait(cl, &a->wait);
 	case GPUSLICE_IOC_VGPU_UNSEEN:
-		return gs_vgpu_unseen(&a->unseen, false);
+		return gs_vgpu_unseen(&a->unseen, false, gs_sees_all());
 	case GPUSLICE_IOC_VGPU_SET_UNSEEN:
-		return gs_vgpu_unseen(&a->unseen, true);
+		return gs_vgpu_unseen(&a->unseen, true, true);
 	}
 	return -ENOTTY;
 }
@@ -211,6 +218,8 @@ static void __exit gs_exit(void)
 	misc_deregister(&gs_miscdev);
 	gs_proc_exit();
 	gs_cards_free();
+	/* The files' and vGPUs' RCU frees (this module's code) have run. */
+	rcu_barrier();
 }
 
 module_init(gs_init);

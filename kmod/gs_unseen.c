@@ -19,16 +19,20 @@ s64 gs_vgpu_in_use(const struct gs_kvgpu *kv)
 	return used > S64_MAX - unseen ? S64_MAX : used + unseen;
 }
 
-/* VGPU_UNSEEN (anyone) reads, VGPU_SET_UNSEEN (set) writes first. */
-int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set)
+/*
+ * VGPU_UNSEEN (anyone: its own vGPU, or any with admin) reads,
+ * VGPU_SET_UNSEEN (set, administrators) writes first. Lock-free: the
+ * vGPU is looked up under RCU and its counters are atomic.
+ */
+int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin)
 {
 	struct gs_kvgpu *kv;
 	int err;
 
 	if (set && arg->bytes > S64_MAX)
 		return -EINVAL;
-	mutex_lock(&gs_mutex);
-	kv = gs_vgpu_lookup(arg->card, arg->id, &err);
+	rcu_read_lock();
+	kv = gs_vgpu_visible(arg->card, arg->id, admin, &err);
 	if (kv) {
 		if (set)
 			atomic64_set(&kv->mem_unseen, arg->bytes);
@@ -36,6 +40,6 @@ int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set)
 		arg->mem_used = atomic64_read(&kv->mem_used);
 		arg->mem_cap = READ_ONCE(kv->mem_cap);
 	}
-	mutex_unlock(&gs_mutex);
+	rcu_read_unlock();
 	return kv ? 0 : err;
 }

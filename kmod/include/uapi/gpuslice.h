@@ -21,6 +21,16 @@
 #define GPUSLICE_MAX_CARDS	32	/* card indices 0..31 */
 #define GPUSLICE_MAX_VGPUS	64	/* per card; max_inst bounds it further */
 
+/*
+ * Per-vGPU bounds on what its processes can make the kernel hold: files
+ * attached to one vGPU (ATTACH past it: -EUSERS, nothing attached), and
+ * threads of one vGPU blocked in ACQUIRE or WAIT at once (the one past
+ * it: -EUSERS at once, nothing waits). A vGPU's processes use one file
+ * per process and card, and a few threads each.
+ */
+#define GPUSLICE_MAX_VGPU_FILES		1024
+#define GPUSLICE_MAX_VGPU_WAITERS	256
+
 /* Card scheduling policies (reference.md section 3). */
 #define GPUSLICE_POLICY_NATIVE		0
 #define GPUSLICE_POLICY_FIXED		1
@@ -178,7 +188,11 @@ struct gpuslice_vgpu_unseen {
 
 #define GPUSLICE_IOC_MAGIC	0xB6
 
-/* Anyone. */
+/*
+ * Anyone; VGPU_STATS and VGPU_UNSEEN answer a caller without CAP_SYS_ADMIN
+ * only for the vGPU its cgroup (or nearest ancestor) is bound to, and
+ * -ENOENT for any other.
+ */
 #define GPUSLICE_IOC_VERSION	_IOR(GPUSLICE_IOC_MAGIC, 0x00, struct gpuslice_version)
 #define GPUSLICE_IOC_CARD_GET	_IOWR(GPUSLICE_IOC_MAGIC, 0x01, struct gpuslice_card)
 #define GPUSLICE_IOC_VGPU_STATS	_IOWR(GPUSLICE_IOC_MAGIC, 0x02, struct gpuslice_vgpu_stats)
