@@ -138,10 +138,11 @@ struct gpuslice_release {
 };
 
 /*
- * Sleeps while the card's current slice is the one ending at slice_end_ns
- * (ACQUIRE's answer) and it has not ended: returns 0 at its end, or as
- * soon as it was cut short (a high-priority vGPU took the card) or the
- * card moved on. A holder's fencer waits here for the moment to fence.
+ * Sleeps while the caller's vGPU owns the card in the slice ending at
+ * slice_end_ns (ACQUIRE's answer) and it has not ended: returns 0 at its
+ * end, or as soon as it was cut short (a high-priority vGPU took the
+ * card) or the card moved on. A holder's fencer waits here for the moment
+ * to fence. -EUSERS: GPUSLICE_MAX_VGPU_WAITERS threads of the vGPU block.
  */
 struct gpuslice_wait {
 	__u32 card;		/* in */
