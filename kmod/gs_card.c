@@ -364,10 +364,10 @@ static void gs_card_remove(struct gs_kcard *card, struct gs_kvgpu *kv)
 	if (!--card->nvgpus)
 		card->mode = GPUSLICE_MODE_NONE;
 	write_seqcount_end(&card->cfg_seq);
+	spin_unlock_irq(&card->lock);
 	/* Its waiters of ACQUIRE and WAIT see dead and leave with -ENODEV. */
 	wake_up_all(&kv->acq_wq);
 	wake_up_all(&kv->wait_wq);
-	spin_unlock_irq(&card->lock);
 	gs_card_retime(card);
 }
 

@@ -337,22 +337,58 @@ static void gs_waiter_put(struct gs_kvgpu *kv)
 }
 
 /*
+ * Sleeps on wq until condition, a signal (-ERESTARTSYS) or the deadline
+ * (CLOCK_MONOTONIC ns, hrtimer-precise; 0: none) without condition
+ * (-ETIME), as an exclusive waiter. A wake-up reaches GS_WAKE_FANOUT
+ * sleepers, and each sleeper that leaves passes it on to as many more:
+ * the timer's interrupt does constant work at a handover, however many
+ * threads sleep, and a queue of n is woken in log2(n) steps, by the
+ * woken threads themselves.
+ */
+#define gs_wait_chained(wq, condition, deadline)			\
+({									\
+	wait_queue_head_t *__wq = (wq);					\
+	u64 __dl = (deadline);						\
+	ktime_t __exp = ns_to_ktime(__dl);				\
+	bool __expired = false;						\
+	DEFINE_WAIT(__w);						\
+	long __ret = 0;							\
+									\
+	for (;;) {							\
+		prepare_to_wait_exclusive(__wq, &__w, TASK_INTERRUPTIBLE); \
+		if (condition)						\
+			break;						\
+		if (__expired) {					\
+			__ret = -ETIME;					\
+			break;						\
+		}							\
+		if (signal_pending(current)) {				\
+			__ret = -ERESTARTSYS;				\
+			break;						\
+		}							\
+		if (!__dl)						\
+			schedule();					\
+		else							\
+			__expired = !schedule_hrtimeout(&__exp,	\
+							HRTIMER_MODE_ABS); \
+	}								\
+	finish_wait(__wq, &__w);					\
+	wake_up_nr(__wq, GS_WAKE_FANOUT);				\
+	__ret;								\
+})
+
+/*
  * Waits for the vGPU's slice on its own queue (a handover wakes the new
- * owner's); hrtimer-precise, never before timeout_ns.
+ * owner's); never before timeout_ns (0: no limit).
  */
 static long gs_acquire_wait(struct gs_attach *att, bool hold, u64 timeout_ns,
 			    u64 *end, int *err)
 {
-	wait_queue_head_t *wq = &att->kv->acq_wq;
+	u64 deadline = timeout_ns ? ktime_get_ns() + timeout_ns : 0;
 	long ret;
 
-	if (!timeout_ns)
-		return wait_event_interruptible(*wq, gs_may_run_now(att, hold,
-								    end, err));
-	ret = wait_event_interruptible_hrtimeout(*wq,
-						 gs_may_run_now(att, hold, end,
-								err),
-						 ns_to_ktime(timeout_ns));
+	ret = gs_wait_chained(&att->kv->acq_wq,
+			      gs_may_run_now(att, hold, end, err), deadline);
 	return ret == -ETIME ? -ETIMEDOUT : ret;
 }
 
@@ -488,9 +524,8 @@ int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg)
 	if (!gs_waiter_get(kv))
 		return -EUSERS;
 	left = min_t(u64, end - now, most);
-	ret = wait_event_interruptible_hrtimeout(kv->wait_wq,
-						 gs_slice_over(kv, end, &err),
-						 ns_to_ktime(left));
+	ret = gs_wait_chained(&kv->wait_wq, gs_slice_over(kv, end, &err),
+			      now + left);
 	gs_waiter_put(kv);
 	if (ret == -ERESTARTSYS)
 		return -EINTR;

@@ -13,8 +13,8 @@
  *  - card->lock (spinlock, irq-safe: the hrtimer callback takes it): the
  *    core's state, card->vgpu[] (written under both card->mutex and it),
  *    the activity counters of the card's vGPUs, the schedule page, the
- *    wake-ups at a handover (at most GPUSLICE_MAX_VGPU_WAITERS threads per
- *    queue, three queues).
+ *    wake-ups at a handover (GS_WAKE_FANOUT threads of at most three
+ *    queues; the woken wake the rest).
  *  - kv->files' xarray lock: a vGPU's attached files (slot allocation).
  * Lock-free: memory charges (atomic64 compare-and-exchange), CARD_GET
  * (card->cfg_seq, a sequence count written under card->lock), the lookups
@@ -41,6 +41,9 @@
 #include "uapi/gpuslice.h"
 
 #define GS_MODULE_VERSION "1.0.0"
+
+/* Sleepers a wake-up reaches, and each woken one wakes (gs_client.c). */
+#define GS_WAKE_FANOUT	2
 
 struct gs_kcard;
 

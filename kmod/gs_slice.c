@@ -54,18 +54,19 @@ static void gs_wake_vgpu(struct gs_kcard *card, s32 id, bool acquirers)
 	if (id < 0 || id >= GPUSLICE_MAX_VGPUS)
 		return;
 	kv = card->vgpu[id];
+	/* The woken pass it on (gs_wait_chained): O(1) here. */
 	if (kv)
-		wake_up_all(acquirers ? &kv->acq_wq : &kv->wait_wq);
+		wake_up_nr(acquirers ? &kv->acq_wq : &kv->wait_wq,
+			   GS_WAKE_FANOUT);
 }
 
 /*
  * The slice changed (a new one, a moved end, a new owner); card->lock
  * held. Only the threads it concerns look again: the WAIT sleepers of the
  * owner woken last (their slice is over or moved) and the ACQUIRE waiters
- * of the owner now (they may run). Each queue holds at most
- * GPUSLICE_MAX_VGPU_WAITERS threads, so this is bounded whatever the
- * number of waiters on the card. Without force, only an owner change
- * wakes.
+ * of the owner now (they may run): GS_WAKE_FANOUT threads of each, who
+ * wake the others (gs_wait_chained), so this is O(1) whatever the number
+ * of waiters on the card. Without force, only an owner change wakes.
  */
 static void gs_card_wake(struct gs_kcard *card, bool force)
 {
@@ -236,7 +237,7 @@ static bool gs_card_ticks(const struct gs_kcard *card)
 
 /*
  * At each change of the slice: O(1) work in the core and at most three
- * wake-ups of a bounded queue each (gs_card_wake).
+ * times GS_WAKE_FANOUT wake-ups (gs_card_wake).
  */
 enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 {
