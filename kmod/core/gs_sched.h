@@ -105,7 +105,6 @@ struct gs_card {
 	s32 drainer;		/* the last owner, draining: GS_OWNER_NONE */
 	u32 drain_cut;		/* the drain is of a slice cut by priority */
 	u64 drain_start;	/* the drainer's slice ended here */
-	u64 clear_ns;		/* the engine ran earlier drains' work until */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "3e3ada064cddd9ed363c2215464f731598fe5bd3f0e809d4321d6197a82ec3a6"
+const cSourcesHash = "23344867fd3067ca7076c723e912a8ed75a2467153dec9de9887972f80016a4d"
