@@ -574,19 +574,29 @@ static void gs_slice_close(struct gs_card *c, u64 t)
 /*
  * A late release at now of vGPU id's lapsed drain, granted no slice
  * since: its work ran until now (at most GS_DRAIN_MAX_NS past its slice's
- * end), in the next owners' slices: it owes the late part.
+ * end): it owes the late part. The current slice's owner (or nobody, in
+ * an idle slice) lost that part of its slice to it, the engine running
+ * its work first: the current slice ends as much later. Returns true when
+ * it moved the slice's end.
  */
-static void gs_late_release(struct gs_card *c, int id, u64 now)
+static bool gs_late_release(struct gs_card *c, int id, u64 now)
 {
 	struct gs_vgpu *v = &c->vgpu[id];
-	u64 end = now < v->lapse_cap ? now : v->lapse_cap, late;
+	u64 end = now < v->lapse_cap ? now : v->lapse_cap, late, from;
 
 	v->lapsed = 0;
 	if (end <= v->lapse_from)
-		return;
+		return false;
 	late = end - v->lapse_from;
 	v->granted_ns += late;
 	gs_charge(c, id, late);
+	/* The current owner's work waited behind it: its slice is whole. */
+	from = v->lapse_from > c->slice_start ? v->lapse_from : c->slice_start;
+	if (c->owner != id && end > from && now < c->slice_end) {
+		c->slice_end += end - from;
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -693,6 +703,7 @@ bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 {
 	u64 handovers = c->handovers, end;
 	struct gs_vgpu *v;
+	bool moved;
 
 	if (!gs_valid_id(c, id))
 		return false;
@@ -711,11 +722,10 @@ bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 			c->slice_end = end;
 		return true;
 	}
-	if (c->owner != id && v->lapsed)
-		gs_late_release(c, id, now);
+	moved = c->owner != id && v->lapsed && gs_late_release(c, id, now);
 	/* In its slice, or the card moved on already: nothing more owed. */
 	v->holding = 0;
-	return c->handovers != handovers;
+	return moved || c->handovers != handovers;
 }
 
 u64 gs_vgpu_granted_ns(const struct gs_card *c, int id, u64 now)

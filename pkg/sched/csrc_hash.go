@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "23344867fd3067ca7076c723e912a8ed75a2467153dec9de9887972f80016a4d"
+const cSourcesHash = "f7e8384d652064d32a5700359a42fb199b31cda4f585dd7548c215d0c7c48efb"
