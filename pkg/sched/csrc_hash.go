@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "9850d1d0b4f424fbc7be93dc1c2fba473d69892557b9b72780783019157c042f"
+const cSourcesHash = "f7e8384d652064d32a5700359a42fb199b31cda4f585dd7548c215d0c7c48efb"
