@@ -481,34 +481,37 @@ int gs_release(struct gs_client *cl, const struct gpuslice_release *arg)
 }
 
 /*
- * The condition of WAIT: the slice ending at end is over, or not kv's
- * current one. Only kv's owning slices are waited for, so a handover
- * needs to wake only the old owner's sleepers.
+ * The condition of WAIT(e): over unless kv owns the card, now is before
+ * the current slice's end and that end is at most e (an end an early
+ * drain moved earlier is waited for; a cut, a new slice or an end moved
+ * later returns). Not over: *until is that end. Only kv's own slices are
+ * waited for, so a handover needs to wake only the old owner's sleepers.
  */
-static bool gs_slice_over(struct gs_kvgpu *kv, u64 end, int *err)
+static bool gs_slice_over(struct gs_kvgpu *kv, u64 e, u64 *until, int *err)
 {
 	struct gs_kcard *card = kv->card;
 	unsigned long flags;
 	bool over = true;
+	u64 end;
 
 	spin_lock_irqsave(&card->lock, flags);
-	if (kv->dead)
+	end = gs_slice_end(&card->core);
+	if (kv->dead) {
 		*err = -ENODEV;
-	else if (gs_card_gated(card))
-		over = gs_owner(&card->core) != kv->id ||
-		       gs_slice_end(&card->core) != end ||
-		       ktime_get_ns() >= end;
+	} else if (gs_card_gated(card) && gs_owner(&card->core) == kv->id &&
+		   ktime_get_ns() < end && end <= e) {
+		over = false;
+		*until = end;
+	}
 	spin_unlock_irqrestore(&card->lock, flags);
 	return over;
 }
 
 int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg)
 {
-	/* A current slice ends within this, drained or not. */
-	const u64 most = GS_SLICE_MAX_NS + GS_DRAIN_MAX_NS;
 	struct gs_attach *att;
-	u64 end = arg->slice_end_ns, now, left;
 	struct gs_kvgpu *kv;
+	u64 until, now_until;
 	int err = 0;
 	long ret;
 
@@ -518,16 +521,21 @@ int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg)
 	if (!att)
 		return err;
 	kv = att->kv;
-	now = ktime_get_ns();
-	if (gs_slice_over(kv, end, &err))
+	if (gs_slice_over(kv, arg->slice_end_ns, &until, &err))
 		return err;
 	if (!gs_waiter_get(kv))
 		return -EUSERS;
-	left = min_t(u64, end - now, most);
-	ret = gs_wait_chained(&kv->wait_wq, gs_slice_over(kv, end, &err),
-			      now + left);
+	/* Until the slice's end, which a drain may move earlier: then again. */
+	do {
+		ret = gs_wait_chained(&kv->wait_wq,
+				      gs_slice_over(kv, arg->slice_end_ns,
+						    &now_until, &err) ||
+				      now_until != until, until);
+		if (ret == -ERESTARTSYS)
+			break;
+	} while (!gs_slice_over(kv, arg->slice_end_ns, &until, &err));
 	gs_waiter_put(kv);
 	if (ret == -ERESTARTSYS)
 		return -EINTR;
-	return ret == -ETIME ? 0 : err;
+	return err;
 }

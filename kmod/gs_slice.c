@@ -153,11 +153,12 @@ void gs_card_preempt(struct gs_kcard *card, u64 now)
 }
 
 /*
- * att was granted a slice with ACQUIRE_HOLD: the card waits for its
- * RELEASE at the slice's end; card->lock held. A hold is of one slice
- * (known by its start): once the card moved on (the drain's bound ran
- * out), earlier holds lapse, so that a stopped process does not make the
- * card wait at every later slice of its vGPU.
+ * att was granted a slice with ACQUIRE_HOLD: at the slice's end its vGPU
+ * drains (the next owner launches at once, behind its tail) until its
+ * RELEASE; card->lock held. A hold is of one slice, known by its start:
+ * when the vGPU is granted a new slice, the holds of earlier ones are
+ * forgotten, so that a stopped process does not make its vGPU drain at
+ * every later slice.
  */
 void gs_card_hold(struct gs_kcard *card, struct gs_attach *att)
 {
@@ -181,9 +182,11 @@ void gs_card_hold(struct gs_kcard *card, struct gs_attach *att)
 
 /*
  * att's work has run (RELEASE) or its file closed, at now; card->lock
- * held. The last holder of the current slice ends the vGPU's drain: the
- * card passes on now if it was waiting, and the time past the slice's
- * end is owed. A lapsed hold ends nothing.
+ * held. The last holder of the vGPU's latest held slice tells the core,
+ * even after the card moved on: as the drainer it ends the drain (the
+ * time past the slice's end is owed, the new owner's slice is whole from
+ * now), after its drain lapsed it owes the late part (a late release),
+ * in its own slice nothing. A hold of an earlier slice ends nothing.
  */
 void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now)
 {
@@ -192,8 +195,7 @@ void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now)
 	if (!att->holding)
 		return;
 	att->holding = false;
-	if (kv->dead || att->hold_start != kv->hold_start ||
-	    att->hold_start != card->core.slice_start)
+	if (kv->dead || att->hold_start != kv->hold_start)
 		return;
 	if (--kv->nholding)
 		return;
