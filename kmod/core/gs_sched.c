@@ -430,6 +430,30 @@ static bool gs_pays_debt(struct gs_card *c, int id, u64 now, bool commit)
 }
 
 /*
+ * What vGPU id still owes under a slice shortens the slice it is granted
+ * (at least half a slice is left), so that a debt is repaid as it comes,
+ * not a whole unit at a time: the shares hold in every 100 ms. Forgiven
+ * as gs_pays_debt forgives.
+ */
+static void gs_pay_rest(struct gs_card *c, int id, u64 now)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 pay = v->debt_ns, most = c->cfg.slice_ns / 2;
+
+	if (!pay || pay >= c->cfg.slice_ns)
+		return;
+	if (gs_policy_skips_free(c->cfg.policy) &&
+	    !gs_others_active(c, id, now)) {
+		v->debt_ns = 0;
+		return;
+	}
+	if (pay > most)
+		pay = most;
+	v->debt_ns -= pay;
+	c->slice_len -= pay;
+}
+
+/*
  * The owner of the next slice, from the positions in *pos, *shared_rr and
  * *high_rr, which it advances, and the vGPUs' debts, which it pays when
  * commit is set. Pure otherwise: gs_peek_next runs it on copies of the
@@ -610,10 +634,13 @@ static void gs_begin(struct gs_card *c, u64 now)
 	struct gs_vgpu *v;
 
 	c->owner = gs_pick(c, now, &c->pos, &c->shared_rr, &c->high_rr, true);
-	c->slice_end = c->slice_start + c->cfg.slice_ns;
+	c->slice_len = c->cfg.slice_ns;
 	c->handovers++;
 	if (c->owner == GS_OWNER_NONE)
 		c->idle_slices++;
+	if (c->owner >= 0)
+		gs_pay_rest(c, c->owner, now);
+	c->slice_end = c->slice_start + c->slice_len;
 	if (c->owner < 0)
 		return;
 	v = &c->vgpu[c->owner];
@@ -646,7 +673,7 @@ static void gs_handover(struct gs_card *c, u64 now)
 		gs_begin(c, now);
 		if (c->owner != old) {
 			gs_drain_begin(c, old, e, false);
-			c->slice_end = e + bound + slice;
+			c->slice_end = e + bound + c->slice_len;
 		}
 		return;
 	}
@@ -717,7 +744,7 @@ bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 	if (c->drainer == id) {
 		gs_drain_end(c, now);
 		/* The next owner's slice is whole after the drain. */
-		end = now + c->cfg.slice_ns;
+		end = now + c->slice_len;
 		if (end < c->slice_end)
 			c->slice_end = end;
 		return true;
@@ -798,7 +825,7 @@ bool gs_preempt(struct gs_card *c, u64 now)
 	from = now;
 	if (c->drainer >= 0 && c->drain_start + gs_drain_bound(c) > from)
 		from = c->drain_start + gs_drain_bound(c);
-	c->slice_end = from + c->cfg.slice_ns;
+	c->slice_end = from + c->slice_len;
 	return true;
 }
 

@@ -105,6 +105,7 @@ struct gs_card {
 	s32 drainer;		/* the last owner, draining: GS_OWNER_NONE */
 	u32 drain_cut;		/* the drain is of a slice cut by priority */
 	u64 drain_start;	/* the drainer's slice ended here */
+	u64 slice_len;		/* the current slice's own length (less debt) */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */

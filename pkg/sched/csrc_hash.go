@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "f7e8384d652064d32a5700359a42fb199b31cda4f585dd7548c215d0c7c48efb"
+const cSourcesHash = "08b65996a3e5745a76c6d0e48572c407fcd6256c8fcad32622c7e8317dbd56bb"
