@@ -570,18 +570,24 @@ static void gs_drain_lapse(struct gs_card *c, u64 t)
 	struct gs_vgpu *v = &c->vgpu[c->drainer];
 
 	v->lapsed = 1;
+	v->lapse_slice = c->drain_slice;
 	v->lapse_from = t;
 	v->lapse_cap = c->drain_start + GS_DRAIN_MAX_NS;
 	gs_drain_end(c, t);
 }
 
-/* vGPU id's slice ended at t while it held: it drains from t. */
-static void gs_drain_begin(struct gs_card *c, int id, u64 t, bool cut)
+/*
+ * vGPU id's slice, begun at start, ended at t while it held: it drains
+ * from t.
+ */
+static void gs_drain_begin(struct gs_card *c, int id, u64 start, u64 t,
+			   bool cut)
 {
 	/* One drain at a time: an earlier one stops being waited for. */
 	if (c->drainer >= 0)
 		gs_drain_lapse(c, t);
 	c->drainer = id;
+	c->drain_slice = start;
 	c->drain_start = t;
 	c->drain_cut = cut ? 1 : 0;
 	/* The hold was of the slice that ended; the drain carries it on. */
@@ -663,7 +669,7 @@ static void gs_begin(struct gs_card *c, u64 now)
 static void gs_handover(struct gs_card *c, u64 now)
 {
 	u64 e = c->slice_end, slice = c->cfg.slice_ns;
-	u64 bound = gs_bound_of(c, false), k;
+	u64 bound = gs_bound_of(c, false), k, s = c->slice_start;
 	int old = c->owner;
 	bool held = old >= 0 && c->vgpu[old].holding;
 
@@ -672,14 +678,14 @@ static void gs_handover(struct gs_card *c, u64 now)
 		c->slice_start = e;
 		gs_begin(c, now);
 		if (c->owner != old) {
-			gs_drain_begin(c, old, e, false);
+			gs_drain_begin(c, old, s, e, false);
 			c->slice_end = e + bound + c->slice_len;
 		}
 		return;
 	}
 	if (held && gs_peek_next(c, now) != old) {
 		/* So late that the drain lapsed unreleased long ago. */
-		gs_drain_begin(c, old, e, false);
+		gs_drain_begin(c, old, s, e, false);
 		gs_drain_lapse(c, e + bound);
 		e += bound;
 	}
@@ -819,7 +825,7 @@ bool gs_preempt(struct gs_card *c, u64 now)
 	/* The card is handed on now: the holder drains behind, briefly. */
 	gs_slice_close(c, now);
 	if (old >= 0 && c->vgpu[old].holding)
-		gs_drain_begin(c, old, now, true);
+		gs_drain_begin(c, old, c->slice_start, now, true);
 	c->slice_start = now;
 	gs_begin(c, now);
 	from = now;

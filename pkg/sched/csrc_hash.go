@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "08b65996a3e5745a76c6d0e48572c407fcd6256c8fcad32622c7e8317dbd56bb"
+const cSourcesHash = "338af0914f9d202810269eeb5e2059d2da2d561abfcf86a1216d8ed7e1cbcdc5"

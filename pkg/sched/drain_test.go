@@ -41,6 +41,7 @@ func TestDrainWaitsForTheHolder(t *testing.T) {
 	assert.Equal(t, end, c.SliceStart())
 	assert.Equal(t, end+slice+slice, c.SliceEnd(), "provisional: a bound longer")
 	assert.Equal(t, end+slice, c.NextChange(), "the drain's bound")
+	assert.Equal(t, end-slice, c.DrainSlice(), "the held slice's start")
 
 	// A's work ran until end+3ms: B's slice is whole after it.
 	assert.False(t, c.Release(b, end+2*ms), "not the drainer")
@@ -113,6 +114,9 @@ func TestDrainIsBounded(t *testing.T) {
 			assert.Equal(t, a, c.Drainer())
 			c.Tick(end + bound)
 			assert.Equal(t, None, c.Drainer(), "lapsed")
+			held, ok := c.LapsedSlice(a)
+			assert.True(t, ok)
+			assert.Equal(t, end-slice, held)
 			assert.Equal(t, b, c.Owner())
 			assert.Equal(t, end+bound+slice, c.SliceEnd(), "B's slice stays whole")
 			owed, _ := c.Debt(a)
