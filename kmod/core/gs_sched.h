@@ -162,9 +162,10 @@ u64 gs_slice_end(const struct gs_card *c);
  * behind the holder's tail, and the holder becomes the card's drainer
  * (c->drainer, from c->drain_start = the old slice's end). The next
  * owner's slice ends provisionally at drain_start + gs_drain_bound(c) +
- * slice_ns. gs_vgpu_drained(c, id, t) from the drainer ends the drain:
- * t - drain_start is its debt, and the new owner's slice ends at t +
- * slice_ns, whole in engine time. Without it the drain lapses at
+ * slice_len (slice_ns less what it owes under a slice, at most half).
+ * gs_vgpu_drained(c, id, t) from the drainer ends the drain: t -
+ * drain_start is its debt, and the new owner's slice ends at t +
+ * slice_len, whole in engine time. Without it the drain lapses at
  * drain_start + bound: the bound is its debt. The debt shortens or skips
  * the vGPU's next slices, so that its share counts the time its work
  * took. When the next pick is the holder itself, it keeps the card: no

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "338af0914f9d202810269eeb5e2059d2da2d561abfcf86a1216d8ed7e1cbcdc5"
+const cSourcesHash = "4cbcf3f448bae744bcd42f3089c1baa31b64a253d534170f2f6ca55a33ba6ffb"
