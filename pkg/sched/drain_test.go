@@ -41,6 +41,7 @@ func TestDrainWaitsForTheHolder(t *testing.T) {
 	assert.Equal(t, end, c.SliceStart())
 	assert.Equal(t, end+slice+slice, c.SliceEnd(), "provisional: a bound longer")
 	assert.Equal(t, end+slice, c.NextChange(), "the drain's bound")
+	assert.Equal(t, end-slice, c.DrainSlice(), "the held slice's start")
 
 	// A's work ran until end+3ms: B's slice is whole after it.
 	assert.False(t, c.Release(b, end+2*ms), "not the drainer")
@@ -113,6 +114,9 @@ func TestDrainIsBounded(t *testing.T) {
 			assert.Equal(t, a, c.Drainer())
 			c.Tick(end + bound)
 			assert.Equal(t, None, c.Drainer(), "lapsed")
+			held, ok := c.LapsedSlice(a)
+			assert.True(t, ok)
+			assert.Equal(t, end-slice, held)
 			assert.Equal(t, b, c.Owner())
 			assert.Equal(t, end+bound+slice, c.SliceEnd(), "B's slice stays whole")
 			owed, _ := c.Debt(a)
@@ -188,16 +192,24 @@ func TestDebtSkipsUnits(t *testing.T) {
 			now := end + 2*slice + slice/2
 			c.Release(a, now)
 			owners := map[int]int{}
+			var aLen uint64
 			for i := 0; i < 4; i++ {
 				now = c.SliceEnd()
-				owners[c.Tick(now)]++
+				if o := c.Tick(now); o == a && aLen == 0 {
+					aLen = c.SliceEnd() - c.SliceStart()
+				}
+				owners[c.Owner()]++
 			}
 			if tc.wantSkip {
 				// B's unit, A's paid (it takes no time), B's, A's
-				// paid, B's, and A's own with half a slice still owed.
+				// paid, B's, and A's own, half a slice long: what is
+				// left under a slice shortens it (before issue 14 it
+				// waited until a whole slice was owed, so that the
+				// shares swung by a unit at a time).
 				assert.Equal(t, 1, owners[a], "owners %v", owners)
 				owed, _ := c.Debt(a)
-				assert.Equal(t, slice/2, owed, "what is left under a slice waits")
+				assert.Zero(t, owed)
+				assert.Equal(t, slice/2, aLen)
 			} else {
 				assert.Equal(t, 4, owners[a], "owners %v", owners)
 				owed, _ := c.Debt(a)
