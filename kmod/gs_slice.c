@@ -188,6 +188,21 @@ void gs_card_hold(struct gs_kcard *card, struct gs_attach *att)
  * now), after its drain lapsed it owes the late part (a late release),
  * in its own slice nothing. A hold of an earlier slice ends nothing.
  */
+/*
+ * Is a hold of the slice that began at start one the core still counts
+ * for vGPU id: of the current slice it owns, of the drain it is the
+ * drainer of, or of its lapsed drain? An older one must not end a newer
+ * drain. card->lock held.
+ */
+static bool gs_hold_live(const struct gs_kcard *card, int id, u64 start)
+{
+	const struct gs_card *c = &card->core;
+
+	return (c->owner == id && c->slice_start == start) ||
+	       (c->drainer == id && c->drain_slice == start) ||
+	       (c->vgpu[id].lapsed && c->vgpu[id].lapse_slice == start);
+}
+
 void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now)
 {
 	struct gs_kvgpu *kv = att->kv;
@@ -197,7 +212,7 @@ void gs_card_unhold(struct gs_kcard *card, struct gs_attach *att, u64 now)
 	att->holding = false;
 	if (kv->dead || att->hold_start != kv->hold_start)
 		return;
-	if (--kv->nholding)
+	if (--kv->nholding || !gs_hold_live(card, kv->id, att->hold_start))
 		return;
 	if (gs_vgpu_drained(&card->core, kv->id, now))
 		gs_card_kick(card);
