@@ -69,6 +69,8 @@ static struct gs_kcard *gs_card_alloc(u32 index,
 	card->index = index;
 	mutex_init(&card->mutex);
 	spin_lock_init(&card->lock);
+	spin_lock_init(&card->ledger_lock);
+	INIT_LIST_HEAD(&card->ledgers);
 	seqcount_init(&card->cfg_seq);
 	card->woken = GPUSLICE_OWNER_NONE;
 	gs_hrtimer_setup(&card->timer, gs_card_timer, CLOCK_MONOTONIC,
@@ -225,7 +227,7 @@ int gs_vgpu_create(struct gpuslice_vgpu *arg)
 	kv->quota = arg->quota;
 	kv->priority = arg->priority;
 	kv->mem_cap = arg->mem_cap;
-	atomic64_set(&kv->mem_used, 0);
+	kv->created_ns = ktime_get_ns();
 
 	card = gs_card_lookup(arg->card, &err);
 	if (!card)
@@ -239,6 +241,11 @@ int gs_vgpu_create(struct gpuslice_vgpu *arg)
 		if (card->vgpu[i] && card->vgpu[i]->cgroup_id == arg->cgroup_id)
 			goto fail;
 	kv->card = card;
+	/* A destroyed predecessor's bytes still count (gs_ledger.c). */
+	kv->ledger = gs_ledger_get(card, kv->cgroup_id);
+	err = -ENOMEM;
+	if (!kv->ledger)
+		goto fail;
 	err = gs_card_add(card, kv);
 	if (err < 0)
 		goto fail;
@@ -248,6 +255,8 @@ int gs_vgpu_create(struct gpuslice_vgpu *arg)
 	return 0;
 fail:
 	mutex_unlock(&card->mutex);
+	if (kv->ledger)
+		gs_ledger_put(kv->ledger);
 free:
 	kfree(kv);
 	return err;
@@ -342,6 +351,7 @@ static void gs_kvgpu_free(struct kref *ref)
 	struct gs_kvgpu *kv = container_of(ref, struct gs_kvgpu, ref);
 
 	xa_destroy(&kv->files);
+	gs_ledger_put(kv->ledger);
 	kfree_rcu(kv, rcu);
 }
 
@@ -415,11 +425,11 @@ int gs_vgpu_stats(struct gpuslice_vgpu_stats *arg, bool admin)
 	rcu_read_lock();
 	kv = gs_vgpu_visible(arg->card, arg->id, admin, &err);
 	if (kv) {
-		arg->mem_used = atomic64_read(&kv->mem_used);
+		arg->mem_used = atomic64_read(gs_used(kv));
 		/* card->lock: the counters; held for O(1) work by anyone. */
 		spin_lock_irq(&kv->card->lock);
 		gs_vgpu_spec(kv, &arg->spec);
-		arg->busy_ns = kv->busy_ns;
+		arg->busy_ns = gs_vgpu_busy(kv);
 		arg->wait_ns = kv->wait_ns;
 		arg->acquires = kv->acquires;
 		arg->nprocs = kv->nprocs;

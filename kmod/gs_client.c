@@ -55,7 +55,7 @@ static void gs_detach(struct gs_attach *att)
 
 	mutex_lock(&card->mutex);
 	xa_erase(&kv->files, att->slot);
-	atomic64_sub(atomic64_xchg(&att->charged, 0), &kv->mem_used);
+	atomic64_sub(atomic64_xchg(&att->charged, 0), gs_used(kv));
 	spin_lock_irq(&card->lock);
 	gs_card_procs(card, kv, -1);
 	att->pending = false;
@@ -243,7 +243,7 @@ int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg)
 	kv = att->kv;
 	cap = READ_ONCE(kv->mem_cap);
 	unseen = atomic64_read(&kv->mem_unseen);
-	old = atomic64_read(&kv->mem_used);
+	old = atomic64_read(gs_used(kv));
 	do {
 		/* The driver's bytes nobody charged take their share first. */
 		if (arg->bytes > cap || unseen > cap - (s64)arg->bytes ||
@@ -251,30 +251,59 @@ int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg)
 			gs_charge_reply(kv, arg);
 			return -ENOMEM;
 		}
-	} while (!atomic64_try_cmpxchg(&kv->mem_used, &old,
+	} while (!atomic64_try_cmpxchg(gs_used(kv), &old,
 				       old + (s64)arg->bytes));
 	atomic64_add(arg->bytes, &att->charged);
 	gs_charge_reply(kv, arg);
 	return 0;
 }
 
-int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg)
+/* Takes up to bytes of what att charged off its ledger; returns what it took. */
+static u64 gs_att_uncharge(struct gs_attach *att, u64 bytes)
+{
+	s64 old, take;
+
+	/* Only what this file charged: no process can free another's bytes. */
+	old = atomic64_read(&att->charged);
+	do {
+		take = min_t(u64, bytes, old);
+	} while (!atomic64_try_cmpxchg(&att->charged, &old, old - take));
+	atomic64_sub(take, gs_used(att->kv));
+	return take;
+}
+
+int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg, u64 *taken)
 {
 	struct gs_attach *att;
-	s64 old, take;
 	int err;
 
 	att = gs_mem_target(cl, arg, false, &err);
 	if (!att)
 		return err;
-	/* Only what this file charged: no process can free another's bytes. */
-	old = atomic64_read(&att->charged);
-	do {
-		take = min_t(u64, arg->bytes, old);
-	} while (!atomic64_try_cmpxchg(&att->charged, &old, old - take));
-	atomic64_sub(take, &att->kv->mem_used);
+	*taken = gs_att_uncharge(att, arg->bytes);
 	gs_charge_reply(att->kv, arg);
 	return 0;
+}
+
+/*
+ * Undoes a CHARGE (charged true) or an UNCHARGE of bytes whose answer
+ * could not be copied out: a call that fails changes nothing. The bytes
+ * an UNCHARGE took go back uncapped: they are still allocated.
+ */
+void gs_charge_undo(struct gs_client *cl, u32 card, u64 bytes, bool charged)
+{
+	struct gs_attach *att;
+	int err;
+
+	att = gs_attached(cl, card, &err);
+	if (!att)
+		return;
+	if (charged) {
+		gs_att_uncharge(att, bytes);
+		return;
+	}
+	atomic64_add(bytes, &att->charged);
+	atomic64_add(bytes, gs_used(att->kv));
 }
 
 int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg)
@@ -467,7 +496,7 @@ int gs_release(struct gs_client *cl, const struct gpuslice_release *arg)
 		return err;
 	card = att->kv->card;
 	spin_lock_irq(&card->lock);
-	att->kv->busy_ns += arg->busy_ns;
+	gs_busy_report(card, att->kv, arg->busy_ns, ktime_get_ns());
 	if (arg->flags & GPUSLICE_RELEASE_IDLE) {
 		/* Only this file's acquired work: its waiters still wait. */
 		att->pending = false;
@@ -538,4 +567,43 @@ int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg)
 	if (ret == -ERESTARTSYS)
 		return -EINTR;
 	return err;
+}
+
+/* Whether cl's attachment to card has acquired work (for undoing ACQUIRE). */
+bool gs_acquired(struct gs_client *cl, u32 card)
+{
+	struct gs_attach *att;
+	bool pending;
+	int err;
+
+	att = gs_attached(cl, card, &err);
+	if (!att)
+		return false;
+	spin_lock_irq(&att->kv->card->lock);
+	pending = att->pending;
+	spin_unlock_irq(&att->kv->card->lock);
+	return pending;
+}
+
+/*
+ * Undoes a granted ACQUIRE whose answer could not be copied out: the
+ * file's work is as before (pending) and the slice it was granted is not
+ * held, as if it had never been told it may run.
+ */
+void gs_acquire_undo(struct gs_client *cl, u32 card, bool pending)
+{
+	struct gs_attach *att;
+	struct gs_kcard *c;
+	int err;
+
+	att = gs_attached(cl, card, &err);
+	if (!att)
+		return;
+	c = att->kv->card;
+	spin_lock_irq(&c->lock);
+	att->pending = pending;
+	if (gs_att_recount(att))
+		gs_card_work(c, att->kv, ktime_get_ns());
+	gs_card_unhold(c, att, ktime_get_ns());
+	spin_unlock_irq(&c->lock);
 }

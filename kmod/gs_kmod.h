@@ -47,6 +47,16 @@
 
 struct gs_kcard;
 
+/* The bytes a cgroup's vGPU(s) on a card charged (gs_ledger.c). */
+struct gs_ledger {
+	struct kref ref;	/* its vGPUs, live and destroyed */
+	struct rcu_head rcu;
+	struct list_head node;	/* card->ledgers */
+	u64 cgroup_id;
+	struct gs_kcard *card;
+	atomic64_t used;
+};
+
 /*
  * A vGPU; attached files hold references, so it may outlive its destroy.
  * Freed after an RCU grace period (lock-free readers of card->vgpu[]).
@@ -68,7 +78,8 @@ struct gs_kvgpu {
 	atomic_t nwaiters;
 	wait_queue_head_t acq_wq;	/* ACQUIRE waiters */
 	wait_queue_head_t wait_wq;	/* WAIT sleepers */
-	atomic64_t mem_used;
+	u64 created_ns;
+	struct gs_ledger *ledger;	/* its charges, a predecessor's included */
 	atomic64_t mem_unseen;	/* the driver's bytes not charged (the agent's) */
 	/* card->lock: */
 	u32 nprocs;
@@ -77,7 +88,7 @@ struct gs_kvgpu {
 	u64 hold_start;		/* the held slice (its start) */
 	u32 nholders;		/* files that ever acquired with ACQUIRE_HOLD */
 	u32 nplain;		/* files that ever acquired without it */
-	u64 busy_ns;
+	u64 busy_ns;		/* reported, bounded (gs_busy.c) */
 	u64 wait_ns;
 	u64 acquires;
 };
@@ -96,6 +107,8 @@ struct gs_kcard {
 	struct gs_kvgpu *vgpu[GPUSLICE_MAX_VGPUS];	/* RCU-readable */
 	struct hrtimer timer;
 	struct gpuslice_sched_page *page;
+	spinlock_t ledger_lock;	/* ledgers */
+	struct list_head ledgers;	/* the cgroups' gs_ledger */
 };
 
 /* One attachment of a file to a card's vGPU. */
@@ -159,15 +172,33 @@ void gs_client_free(struct gs_client *cl);
 struct gs_kvgpu *gs_find_vgpu(struct gs_kcard *card);
 int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg);
 int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg);
-int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg);
+int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg, u64 *taken);
+void gs_charge_undo(struct gs_client *cl, u32 card, u64 bytes, bool charged);
 int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg);
 int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg);
 int gs_release(struct gs_client *cl, const struct gpuslice_release *arg);
 int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg);
+bool gs_acquired(struct gs_client *cl, u32 card);
+void gs_acquire_undo(struct gs_client *cl, u32 card, bool pending);
 
 /* gs_unseen.c */
 int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin);
 s64 gs_vgpu_in_use(const struct gs_kvgpu *kv);
+
+/* gs_busy.c */
+void gs_busy_report(struct gs_kcard *card, struct gs_kvgpu *kv, u64 ns,
+		    u64 now);
+u64 gs_vgpu_busy(const struct gs_kvgpu *kv);
+
+/* gs_ledger.c */
+struct gs_ledger *gs_ledger_get(struct gs_kcard *card, u64 cgroup_id);
+void gs_ledger_put(struct gs_ledger *l);
+
+/* The bytes charged against kv's cap (its ledger's). */
+static inline atomic64_t *gs_used(const struct gs_kvgpu *kv)
+{
+	return &kv->ledger->used;
+}
 
 /* gs_proc.c */
 int gs_proc_init(void);

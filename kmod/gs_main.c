@@ -78,8 +78,15 @@ static bool gs_sees_all(void)
 	return ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN);
 }
 
+/* What a call changed, to undo it when its answer cannot be copied out. */
+struct gs_undo {
+	u64 taken;		/* UNCHARGE: the bytes it took */
+	u64 unseen;		/* SET_UNSEEN: the value before */
+	bool pending;		/* ACQUIRE: the file's work before */
+};
+
 static int gs_dispatch(struct gs_client *cl, unsigned int cmd,
-		       union gs_ioc_arg *a)
+		       union gs_ioc_arg *a, struct gs_undo *u)
 {
 	switch (cmd) {
 	case GPUSLICE_IOC_VERSION:
@@ -101,7 +108,7 @@ static int gs_dispatch(struct gs_client *cl, unsigned int cmd,
 	case GPUSLICE_IOC_CHARGE:
 		return gs_charge(cl, &a->charge);
 	case GPUSLICE_IOC_UNCHARGE:
-		return gs_uncharge(cl, &a->charge);
+		return gs_uncharge(cl, &a->charge, &u->taken);
 	case GPUSLICE_IOC_MEMINFO:
 		return gs_meminfo(cl, &a->charge);
 	case GPUSLICE_IOC_ACQUIRE:
@@ -137,10 +144,58 @@ static bool gs_known_ioctl(unsigned int cmd)
 	return gs_admin_ioctl(cmd);
 }
 
+/* Notes the state a call may change that gs_undo() restores. */
+static void gs_undo_prepare(struct gs_client *cl, unsigned int cmd,
+			    const union gs_ioc_arg *a, struct gs_undo *u)
+{
+	struct gpuslice_vgpu_unseen q = {};
+
+	switch (cmd) {
+	case GPUSLICE_IOC_ACQUIRE:
+		u->pending = gs_acquired(cl, a->acquire.card);
+		break;
+	case GPUSLICE_IOC_VGPU_SET_UNSEEN:
+		q.card = a->unseen.card;
+		q.id = a->unseen.id;
+		if (!gs_vgpu_unseen(&q, false, true))
+			u->unseen = q.bytes;
+		break;
+	}
+}
+
+/*
+ * The call succeeded but its answer could not be copied out (the caller
+ * unmapped or write-protected it after the check in gs_ioctl): take back
+ * what it did. ATTACH needs nothing: attaching again answers the same.
+ */
+static void gs_undo(struct gs_client *cl, unsigned int cmd,
+		    union gs_ioc_arg *a, const struct gs_undo *u)
+{
+	switch (cmd) {
+	case GPUSLICE_IOC_CHARGE:
+		gs_charge_undo(cl, a->charge.card, a->charge.bytes, true);
+		break;
+	case GPUSLICE_IOC_UNCHARGE:
+		gs_charge_undo(cl, a->charge.card, u->taken, false);
+		break;
+	case GPUSLICE_IOC_ACQUIRE:
+		gs_acquire_undo(cl, a->acquire.card, u->pending);
+		break;
+	case GPUSLICE_IOC_VGPU_CREATE:
+		gs_vgpu_destroy(&a->vgpu);
+		break;
+	case GPUSLICE_IOC_VGPU_SET_UNSEEN:
+		a->unseen.bytes = u->unseen;
+		gs_vgpu_unseen(&a->unseen, true, true);
+		break;
+	}
+}
+
 static long gs_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
 {
 	void __user *up = (void __user *)uarg;
 	unsigned int size = _IOC_SIZE(cmd);
+	struct gs_undo undo = {};
 	union gs_ioc_arg a;
 	int err;
 
@@ -152,11 +207,21 @@ static long gs_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
 	memset(&a, 0, sizeof(a));
 	if ((_IOC_DIR(cmd) & _IOC_WRITE) && copy_from_user(&a, up, size))
 		return -EFAULT;
-	err = gs_dispatch(file->private_data, cmd, &a);
-	if (err)
-		return err;
+	/*
+	 * A call that fails has changed nothing: the answer's pages are
+	 * checked before the call acts (writing back what was read), and
+	 * the action is undone should they go in the meantime.
+	 */
 	if ((_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(up, &a, size))
 		return -EFAULT;
+	gs_undo_prepare(file->private_data, cmd, &a, &undo);
+	err = gs_dispatch(file->private_data, cmd, &a, &undo);
+	if (err)
+		return err;
+	if ((_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(up, &a, size)) {
+		gs_undo(file->private_data, cmd, &a, &undo);
+		return -EFAULT;
+	}
 	return 0;
 }
 

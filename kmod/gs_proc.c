@@ -172,14 +172,14 @@ static void gs_proc_vgpu(struct seq_file *m, struct gs_kvgpu *kv)
 
 	seq_printf(m, "%d %d %llu %s %lld %llu", card->index, kv->id,
 		   kv->cgroup_id, gs_mode_name(kv->mode),
-		   (long long)atomic64_read(&kv->mem_used),
+		   (long long)atomic64_read(gs_used(kv)),
 		   READ_ONCE(kv->mem_cap));
 	/* card->lock for one record's counters: O(1) work. */
 	spin_lock_irq(&card->lock);
 	slices = kv->mode == GPUSLICE_MODE_COMPUTE ?
 		 card->core.vgpu[kv->id].slices : 0;
 	seq_printf(m, " %u %u %u %u %llu %llu %llu %llu", kv->quota,
-		   kv->priority, kv->nprocs, kv->npending, kv->busy_ns,
+		   kv->priority, kv->nprocs, kv->npending, gs_vgpu_busy(kv),
 		   kv->wait_ns, slices, kv->acquires);
 	spin_unlock_irq(&card->lock);
 	seq_printf(m, " %lld\n", (long long)atomic64_read(&kv->mem_unseen));

@@ -13,7 +13,7 @@
 /* What the vGPU uses as far as the kernel knows: charged plus unseen. */
 s64 gs_vgpu_in_use(const struct gs_kvgpu *kv)
 {
-	s64 used = atomic64_read(&kv->mem_used);
+	s64 used = atomic64_read(gs_used(kv));
 	s64 unseen = atomic64_read(&kv->mem_unseen);
 
 	return used > S64_MAX - unseen ? S64_MAX : used + unseen;
@@ -37,7 +37,7 @@ int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin)
 		if (set)
 			atomic64_set(&kv->mem_unseen, arg->bytes);
 		arg->bytes = atomic64_read(&kv->mem_unseen);
-		arg->mem_used = atomic64_read(&kv->mem_used);
+		arg->mem_used = atomic64_read(gs_used(kv));
 		arg->mem_cap = READ_ONCE(kv->mem_cap);
 	}
 	rcu_read_unlock();
