@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0 */
+/*
+ * flood: a tenant's waiters do not cost its neighbour (issue 14, item
+ * 5). An unprivileged tenant runs NFLOOD threads that each ACQUIRE, and
+ * when granted RELEASE and ACQUIRE again; the victim next to it spins in
+ * its slices. A handover wakes only the vGPU that runs next, so the
+ * victim keeps its share (fair: 50 % of wall time under policy 1), and
+ * the threads past GPUSLICE_MAX_VGPU_WAITERS get EUSERS at once.
+ *
+ * Before issue 14 (cf35435): every waiter of the card woke at every
+ * handover in the hrtimer's hard-IRQ context; see the figures in the
+ * report (GSINFO lines).
+ */
+#include "hostile.h"
+
+#define P "flood"
+#define CARD 6
+#define NFLOOD 320		/* past the bound of 256 */
+#define WARM_MS 300
+#define WINDOW_MS 2000
+#define SHARE_MIN 38.0
+
+struct shm {
+	struct hs_victim v;
+	struct hs_flood f;
+};
+static struct shm *sh;
+static uint64_t cg_v, cg_f;
+
+static int flood_case(const char *tag, uint64_t slice)
+{
+	double share, granted;
+
+	memset(sh, 0, sizeof(*sh));
+	gs_destroy_all(gs_fd);
+	TOK(gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_FIXED, 20, slice, 0));
+	T(gs_vgpu_create(gs_fd, CARD, cg_v, 64 << 20, 50, 0,
+			 GPUSLICE_MODE_COMPUTE) >= 0, "vGPU V");
+	T(gs_vgpu_create(gs_fd, CARD, cg_f, 64 << 20, 50, 0,
+			 GPUSLICE_MODE_COMPUTE) >= 0, "vGPU F");
+	sh->v.card = CARD;
+	sh->f.card = CARD;
+	sh->f.nthreads = NFLOOD;
+	if (hs_victim_next_to(&sh->v, "gsfV", "gsfF", hs_flood_run, &sh->f,
+			      &sh->f.ready, &sh->f.stop, WARM_MS,
+			      WINDOW_MS) < 0)
+		return -1;
+	share = hs_victim_share(&sh->v);
+	granted = hs_victim_granted(&sh->v);
+	gs_info(P " %s: victim used %.1f%% of wall time (granted %.1f%%), "
+		"longest wait %.1f ms next to %d waiting threads (%llu grants, "
+		"%llu EUSERS, %llu other errors %s)", tag, share, granted,
+		hs_ms(sh->v.max_wait), NFLOOD,
+		(unsigned long long)sh->f.grants,
+		(unsigned long long)sh->f.eusers,
+		(unsigned long long)sh->f.other,
+		gs_errname(sh->f.other_err));
+	gs_line("GSBENCH " P " %s_victim_share %.1f %%", tag, share);
+	T(share >= SHARE_MIN, "%s: the victim got %.1f%% of wall time next to "
+	  "%d waiting threads (fair: 50%%, required >= %.0f%%)", tag, share,
+	  NFLOOD, SHARE_MIN);
+	T(sh->f.eusers > 0, "%s: none of %d threads of one vGPU was refused "
+	  "(EUSERS) past the bound of %d waiters", tag, NFLOOD,
+	  GPUSLICE_MAX_VGPU_WAITERS);
+	T(sh->f.other == 0, "%s: the flood's ACQUIRE failed with %s", tag,
+	  gs_errname(sh->f.other_err));
+	return 0;
+}
+
+static int t_defaults(void)
+{
+	return flood_case("p1_20x5ms", 0);
+}
+
+static int t_short(void)
+{
+	return flood_case("p1_20x1ms", 1 * MS);
+}
+
+int main(void)
+{
+	gs_init(P, 100);
+	sh = gs_shm(sizeof(*sh));
+	cg_v = gs_cg_create("gsfV");
+	cg_f = gs_cg_create("gsfF");
+	if (!cg_v || !cg_f) {
+		gs_line("GSTEST " P " FAIL setup: cgroups: %s", gs_errname(errno));
+		gs_nfail++;
+		return gs_finish();
+	}
+	gs_run("flood_defaults", t_defaults);
+	gs_run("flood_1ms", t_short);
+	return gs_finish();
+}
