@@ -2,9 +2,8 @@
 /*
  * perm: who may do what. An unprivileged process (uid/gid 65534, no
  * capabilities) gets EPERM from the administrator's ioctls, may use the
- * ones for anyone (the statistics of its own vGPU only: ENOENT for
- * another's, as peek checks in depth), and is a normal client of the
- * vGPU its cgroup has.
+ * ones for anyone (the statistics of its own vGPU only), and is a normal
+ * client of the vGPU its cgroup has.
  */
 #include "gstest.h"
 
@@ -153,18 +152,29 @@ static int child_anyone(void *arg)
 	TEQ(c.nvgpus, 2);
 	TEQ(c.mode, GPUSLICE_MODE_MEMORY);
 	TE(gs_card_get(fd, UNCONF, &c), ENODEV);
-	/* Its own vGPU's statistics; another's are not its business (peek). */
+	/* Its own vGPU only: another tenant's is as if it did not exist. */
 	TOK(gs_vgpu_stats(fd, CARD, (uint32_t)id_me, &s));
 	TEQ(s.spec.mem_cap, CAP);
 	TEQ(s.spec.cgroup_id, cg_me);
 	TE(gs_vgpu_stats(fd, CARD, (uint32_t)id_other, &s), ENOENT);
 	{
-		char buf[4096];
+		struct gpuslice_vgpu_unseen u;
 
-		/* readable; which lines it shows is peek's */
-		T(gs_read_file("/proc/gpuslice/vgpus", buf, sizeof(buf)) >= 0,
-		  "/proc/gpuslice/vgpus unreadable as nobody: %s",
+		TOK(gs_vgpu_unseen(fd, CARD, (uint32_t)id_me, &u));
+		TE(gs_vgpu_unseen(fd, CARD, (uint32_t)id_other, &u), ENOENT);
+	}
+	{
+		static struct gs_tab t;
+		char id[16];
+
+		/* /proc/gpuslice/vgpus: its own line only */
+		snprintf(id, sizeof(id), "%d", id_me);
+		T(gs_tab_read("vgpus", &t) == 0, "/proc/gpuslice/vgpus: %s",
 		  gs_errname(errno));
+		T(t.nrows == 1 && !strcmp(gs_tab_str(&t, 0, "id"), id),
+		  "/proc/gpuslice/vgpus as nobody: %d rows, first id '%s', "
+		  "expected its own vGPU %s only", t.nrows,
+		  gs_tab_str(&t, 0, "id"), id);
 	}
 	return 0;
 }
