@@ -74,13 +74,15 @@ static int victim_next_to_holder(const char *tag, uint32_t policy,
 	*wait = sh->v.max_wait;
 	gs_info(P " %s (policy %u, %u x %.0f ms, holder %s): victim used "
 		"%.1f%% of wall time, granted %.1f%%, longest wait %.1f ms "
-		"(%llu slices, %llu acquires, %llu timeouts; holder %llu grants)",
+		"(%llu slices, %llu acquires, %llu timeouts, %llu page "
+		"mismatches; holder %llu grants)",
 		tag, policy, max_inst, hs_ms(slice ? slice : 5 * MS),
 		release ? "releases" : "never releases", *share,
 		hs_victim_granted(&sh->v), hs_ms(*wait),
 		(unsigned long long)sh->v.nslices,
 		(unsigned long long)sh->v.nacq,
 		(unsigned long long)sh->v.timeouts,
+		(unsigned long long)sh->v.mismatch,
 		(unsigned long long)sh->h.grants);
 	return 0;
 }

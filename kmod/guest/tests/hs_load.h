@@ -27,6 +27,7 @@ struct hs_victim {
 	uint64_t granted;	/* its slices as the page told them, clipped */
 	uint64_t max_wait;	/* its longest ACQUIRE, in the window */
 	uint64_t nslices, nacq, timeouts;
+	uint64_t mismatch;	/* ACQUIRE granted a slice the page did not show */
 };
 
 static inline uint64_t hs_clip(uint64_t a, uint64_t b, uint64_t lo,
@@ -104,6 +105,9 @@ static inline int hs_victim_run(void *arg)
 		}
 		T(rc == 0, "victim ACQUIRE: %s", gs_errname(errno));
 		v->nacq++;
+		T(gs_page_read(p, &s) == 0, "victim: page seq stuck odd");
+		if (now < end && (s.owner != v->id || s.slice_end_ns != end))
+			v->mismatch++;
 		if (t >= v->t0 && now <= v->t1 && now - t > v->max_wait)
 			v->max_wait = now - t;
 	}
