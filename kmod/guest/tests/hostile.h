@@ -171,17 +171,29 @@ static inline uint64_t hs_pct(uint64_t *v, size_t n, double p)
 /* ------------------------------------------------------------------ */
 /* cgroups: the memory controller for the tenants' cgroups */
 
-/* Enables +memory for the root's children (before they are created). */
-static inline int hs_enable_memcg(void)
+/* Writes value to a cgroup's file ("" = the root); 0 or -1 with errno. */
+static inline int hs_cg_write(const char *cg, const char *file,
+			      const char *value)
 {
-	int fd = open(GS_CGROOT "/cgroup.subtree_control", O_WRONLY | O_CLOEXEC);
+	char path[256];
+	size_t n = strlen(value);
 	ssize_t w;
+	int fd;
 
+	snprintf(path, sizeof(path), GS_CGROOT "%s%s/%s", cg[0] ? "/" : "",
+		 cg, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	w = write(fd, "+memory", 7);
+	w = write(fd, value, n);
 	close(fd);
-	return w == 7 ? 0 : -1;
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+/* Enables a controller ("+memory", "+cpu") for the root's children. */
+static inline int hs_enable_controller(const char *ctl)
+{
+	return hs_cg_write("", "cgroup.subtree_control", ctl);
 }
 
 /* A key of a flat keyed file ("key value" lines): the value, or -1. */

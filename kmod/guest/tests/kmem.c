@@ -289,7 +289,7 @@ int main(void)
 	sh = gs_shm(sizeof(*sh));
 	if (hs_raise_nofile(NOPEN + 256) < 0)
 		gs_info(P " RLIMIT_NOFILE %d: %s", NOPEN + 256, gs_errname(errno));
-	if (hs_enable_memcg() < 0)
+	if (hs_enable_controller("+memory") < 0)
 		gs_info(P " +memory in cgroup.subtree_control: %s",
 			gs_errname(errno));
 	cg_t = gs_cg_create("gskT");
