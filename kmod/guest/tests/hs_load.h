@@ -19,6 +19,7 @@ struct hs_victim {
 	/* in */
 	uint32_t card;
 	volatile uint64_t t0, t1;	/* the measuring window */
+	uint64_t wait_limit;		/* waits longer than this are counted */
 	volatile int go;
 	/* out */
 	volatile int ready, done;
@@ -26,6 +27,7 @@ struct hs_victim {
 	uint64_t used;		/* time it saw itself owning, in the window */
 	uint64_t granted;	/* its slices as the page told them, clipped */
 	uint64_t max_wait;	/* its longest ACQUIRE, in the window */
+	uint64_t nover;		/* ACQUIREs in the window over wait_limit */
 	uint64_t nslices, nacq, timeouts;
 	uint64_t mismatch;	/* ACQUIRE granted a slice the page did not show */
 };
@@ -108,8 +110,12 @@ static inline int hs_victim_run(void *arg)
 		T(gs_page_read(p, &s) == 0, "victim: page seq stuck odd");
 		if (now < end && (s.owner != v->id || s.slice_end_ns != end))
 			v->mismatch++;
-		if (t >= v->t0 && now <= v->t1 && now - t > v->max_wait)
-			v->max_wait = now - t;
+		if (t >= v->t0 && now <= v->t1) {
+			if (now - t > v->max_wait)
+				v->max_wait = now - t;
+			if (v->wait_limit && now - t > v->wait_limit)
+				v->nover++;
+		}
 	}
 	TOK(gs_release(fd, v->card, GPUSLICE_RELEASE_IDLE, busy));
 	close(fd);
@@ -209,11 +215,14 @@ struct hs_flood {
  * (EUSERS) it retries a millisecond later, so that the flood stays at
  * the bound without spinning a CPU.
  */
+static pthread_barrier_t hs_flood_gate;
+
 static inline void *hs_flood_thread(void *arg)
 {
 	struct hs_flood *f = arg;
 
 	__atomic_add_fetch(&f->started, 1, __ATOMIC_SEQ_CST);
+	pthread_barrier_wait(&hs_flood_gate);
 	while (!f->stop) {
 		int rc = gs_acquire(f->fd, f->card, 0, 300 * MS, NULL, NULL);
 
@@ -241,6 +250,8 @@ static inline int hs_flood_start(struct hs_flood *f)
 	T(f->fd >= 0, "flood attach: %s", gs_errname(errno));
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, 64 << 10);
+	/* All created before any floods: the gate opens when the last waits. */
+	pthread_barrier_init(&hs_flood_gate, NULL, (unsigned)f->nthreads + 1);
 	for (int i = 0; i < f->nthreads; i++) {
 		pthread_t th;
 
@@ -248,10 +259,7 @@ static inline int hs_flood_start(struct hs_flood *f)
 		  "pthread_create %d", i);
 		pthread_detach(th);
 	}
-	for (int i = 0; i < 5000 && f->started < f->nthreads; i++)
-		gs_sleep_ms(1);
-	T(f->started == f->nthreads, "%d of %d flood threads started",
-	  f->started, f->nthreads);
+	pthread_barrier_wait(&hs_flood_gate);
 	f->ready = 1;
 	return 0;
 }
