@@ -34,13 +34,13 @@ struct shm {
 static struct shm *sh;
 static uint64_t cg_v, cg_f;
 
-static int flood_case(const char *tag, uint64_t slice)
+static int flood_case(const char *tag, uint32_t policy, uint32_t max_inst)
 {
 	double share, granted;
 
 	memset(sh, 0, sizeof(*sh));
 	gs_destroy_all(gs_fd);
-	TOK(gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_FIXED, 20, slice, 0));
+	TOK(gs_card_set(gs_fd, CARD, policy, max_inst, 0, 0));
 	T(gs_vgpu_create(gs_fd, CARD, cg_v, 64 << 20, 50, 0,
 			 GPUSLICE_MODE_COMPUTE) >= 0, "vGPU V");
 	T(gs_vgpu_create(gs_fd, CARD, cg_f, 64 << 20, 50, 0,
@@ -80,12 +80,12 @@ static int flood_case(const char *tag, uint64_t slice)
 
 static int t_defaults(void)
 {
-	return flood_case("p1_20x5ms", 0);
+	return flood_case("p1_20x5ms", GPUSLICE_POLICY_FIXED, 20);
 }
 
-static int t_short(void)
+static int t_weighted(void)
 {
-	return flood_case("p1_20x1ms", 1 * MS);
+	return flood_case("p4_10x5ms", GPUSLICE_POLICY_WEIGHTED, 10);
 }
 
 int main(void)
@@ -102,6 +102,6 @@ int main(void)
 		return gs_finish();
 	}
 	gs_run("flood_defaults", t_defaults);
-	gs_run("flood_1ms", t_short);
+	gs_run("flood_p4", t_weighted);
 	return gs_finish();
 }
