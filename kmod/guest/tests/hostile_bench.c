@@ -15,8 +15,10 @@
  * as far as the per-vGPU bound lets it) and runs 4 threads reading
  * /proc/gpuslice/procs and vgpus; the holder takes every slice with
  * ACQUIRE_HOLD and never releases (behaved: it releases at the end, as
- * the shim's fencer does); the flood is 320 threads of one tenant in
- * ACQUIRE. Every tenant is unprivileged (hostile.h).
+ * the shim's fencer does), 50/50; the flood is 320 threads of one tenant
+ * in ACQUIRE on a 5 % vGPU, next to the 50 % victim (whose fair share
+ * is 50 % of wall time in both). Every tenant is unprivileged
+ * (hostile.h).
  */
 #include "hostile.h"
 
@@ -60,14 +62,14 @@ static int t_latency(void)
 	return 0;
 }
 
-static int pair(void)
+static int pair(uint32_t quota_h)
 {
 	gs_destroy_all(gs_fd);
 	TOK(gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_FIXED, 20, 0, 0));
 	T(gs_vgpu_create(gs_fd, CARD, gs_cg_id("gsxV"), 64 << 20, 50, 0,
 			 GPUSLICE_MODE_COMPUTE) >= 0, "vGPU V: %s",
 	  gs_errname(errno));
-	T(gs_vgpu_create(gs_fd, CARD, gs_cg_id("gsxH"), 64 << 20, 50, 0,
+	T(gs_vgpu_create(gs_fd, CARD, gs_cg_id("gsxH"), 64 << 20, quota_h, 0,
 			 GPUSLICE_MODE_COMPUTE) >= 0, "vGPU H: %s",
 	  gs_errname(errno));
 	memset(sh, 0, sizeof(*sh));
@@ -87,7 +89,7 @@ static double behaved;
 
 static int t_behaved(void)
 {
-	if (pair() < 0)
+	if (pair(50) < 0)
 		return -1;
 	sh->h.release = 1;
 	if (hs_victim_next_to(&sh->v, "gsxV", "gsxH", hs_holder_run, &sh->h,
@@ -100,7 +102,7 @@ static int t_behaved(void)
 
 static int t_holder(void)
 {
-	if (pair() < 0)
+	if (pair(50) < 0)
 		return -1;
 	if (hs_victim_next_to(&sh->v, "gsxV", "gsxH", hs_holder_run, &sh->h,
 			      &sh->h.ready, &sh->h.stop, 300, 2000) < 0)
@@ -114,7 +116,7 @@ static int t_holder(void)
 
 static int t_flood(void)
 {
-	if (pair() < 0)
+	if (pair(5) < 0)
 		return -1;
 	sh->f.nthreads = 320;
 	if (hs_victim_next_to(&sh->v, "gsxV", "gsxH", hs_flood_run, &sh->f,

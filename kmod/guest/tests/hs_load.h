@@ -212,8 +212,8 @@ struct hs_flood {
 /*
  * One waiter: ACQUIRE, and when granted RELEASE at once and ask again
  * (a tenant's threads that each want the card). Past the waiter bound
- * (EUSERS) it retries a millisecond later, so that the flood stays at
- * the bound without spinning a CPU.
+ * (EUSERS) it retries 20 ms later, so that the flood stays at the
+ * bound without spinning a CPU.
  */
 static pthread_barrier_t hs_flood_gate;
 
@@ -231,7 +231,7 @@ static inline void *hs_flood_thread(void *arg)
 			gs_release(f->fd, f->card, 0, 0);
 		} else if (errno == EUSERS) {
 			__atomic_add_fetch(&f->eusers, 1, __ATOMIC_RELAXED);
-			gs_sleep_ms(1);
+			gs_sleep_ms(20);
 		} else if (errno != ETIMEDOUT && errno != EINTR) {
 			f->other_err = errno;
 			__atomic_add_fetch(&f->other, 1, __ATOMIC_RELAXED);
