@@ -64,6 +64,13 @@ static int t_latency(void)
 	sh->hog.nreaders = NREADERS;
 	if (hs_contend_run(sh, "gscV", "gscH", gs_fd) < 0)
 		return -1;
+	gs_info(P " p99 of each call next to the hostile tenant: open %.3f ms, "
+		"ATTACH %.3f ms, close %.3f ms (alone: %.3f, %.3f, %.3f)",
+		hs_ms(sh->att_hostile.part_p99[0]),
+		hs_ms(sh->att_hostile.part_p99[1]),
+		hs_ms(sh->att_hostile.part_p99[2]),
+		hs_ms(sh->att_base.part_p99[0]), hs_ms(sh->att_base.part_p99[1]),
+		hs_ms(sh->att_base.part_p99[2]));
 	ok = check("open_attach_close", &sh->att_base, &sh->att_hostile) == 0;
 	ok &= check("card_get", &sh->get_base, &sh->get_hostile) == 0;
 	T(sh->hog.attached <= GPUSLICE_MAX_VGPU_FILES, "the hostile tenant "

@@ -7,8 +7,9 @@
  *   open_attach_close_{p50,p99}_{alone,hostile}   another tenant's call
  *   card_get_{p50,p99}_{alone,hostile}            the agent's CARD_GET
  *   *_ratio                                       hostile / alone
- *   victim_share_{behaved,holder,flood}           % of wall time, policy 1,
- *                                                 50/50, 20 x 5 ms
+ *   victim_share_{behaved,holder,flood}           % of wall time it ran,
+ *                                                 policy 1, 20 x 5 ms
+ *   victim_granted_{behaved,holder,flood}         % of wall time granted
  *   victim_longest_wait_{behaved,holder,flood}    ms in ACQUIRE
  *
  * The hostile tenant of the latencies holds 24,000 open files (attached
@@ -81,6 +82,8 @@ static void share(const char *tag)
 {
 	gs_line("GSBENCH " P " victim_share_%s %.1f %%", tag,
 		hs_victim_share(&sh->v));
+	gs_line("GSBENCH " P " victim_granted_%s %.1f %%", tag,
+		hs_victim_granted(&sh->v));
 	gs_line("GSBENCH " P " victim_longest_wait_%s %.1f ms", tag,
 		hs_ms(sh->v.max_wait));
 }

@@ -372,6 +372,8 @@ static inline int hs_raise_nofile(rlim_t n)
 
 struct hs_lat {
 	uint64_t v[HS_LAT_MAX];
+	uint64_t part[3][HS_LAT_MAX];	/* open, ATTACH, close (hs_lat_attach) */
+	uint64_t part_p99[3];
 	size_t n;
 	uint64_t p50, p99, max;
 	int err;		/* the first failure's errno */
@@ -398,18 +400,26 @@ static inline void hs_lat_attach(struct hs_lat *l, uint32_t card, size_t n,
 	l->n = 0;
 	while (l->n < n && l->n < HS_LAT_MAX && gs_now() < stop) {
 		struct gpuslice_attach a;
-		uint64_t t = gs_now();
+		uint64_t t = gs_now(), t1, t2;
 		int fd = gs_open();
 
+		t1 = gs_now();
 		if (fd < 0 || gs_attach(fd, card, &a) < 0) {
 			if (!l->err)
 				l->err = errno;
 		}
+		t2 = gs_now();
 		if (fd >= 0)
 			close(fd);
-		l->v[l->n++] = gs_now() - t;
+		l->v[l->n] = gs_now() - t;
+		l->part[0][l->n] = t1 - t;
+		l->part[1][l->n] = t2 - t1;
+		l->part[2][l->n] = gs_now() - t2;
+		l->n++;
 		gs_sleep_ms(1);
 	}
+	for (int i = 0; i < 3; i++)
+		l->part_p99[i] = hs_pct(l->part[i], l->n, 99);
 	hs_lat_done(l);
 }
 
