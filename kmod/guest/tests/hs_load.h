@@ -212,8 +212,9 @@ struct hs_flood {
 /*
  * One waiter: ACQUIRE, and when granted RELEASE at once and ask again
  * (a tenant's threads that each want the card). Past the waiter bound
- * (EUSERS) it retries 20 ms later, so that the flood stays at the
- * bound without spinning a CPU.
+ * (EUSERS) it counts the refusal and ends: the flood stays at the bound.
+ * No timeout (no hrtimer per waiter, nor a sleep's): the threads end
+ * with their process.
  */
 static pthread_barrier_t hs_flood_gate;
 
@@ -224,18 +225,18 @@ static inline void *hs_flood_thread(void *arg)
 	__atomic_add_fetch(&f->started, 1, __ATOMIC_SEQ_CST);
 	pthread_barrier_wait(&hs_flood_gate);
 	while (!f->stop) {
-		int rc = gs_acquire(f->fd, f->card, 0, 300 * MS, NULL, NULL);
+		int rc = gs_acquire(f->fd, f->card, 0, 0, NULL, NULL);
 
 		if (rc == 0) {
 			__atomic_add_fetch(&f->grants, 1, __ATOMIC_RELAXED);
 			gs_release(f->fd, f->card, 0, 0);
 		} else if (errno == EUSERS) {
 			__atomic_add_fetch(&f->eusers, 1, __ATOMIC_RELAXED);
-			gs_sleep_ms(20);
-		} else if (errno != ETIMEDOUT && errno != EINTR) {
+			break;
+		} else if (errno != EINTR) {
 			f->other_err = errno;
 			__atomic_add_fetch(&f->other, 1, __ATOMIC_RELAXED);
-			gs_sleep_ms(1);
+			break;
 		}
 	}
 	return NULL;
