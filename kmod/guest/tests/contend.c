@@ -11,8 +11,9 @@
  * HS_P50_FLOOR, HS_P99_FLOOR), so that a global lock held across a walk
  * of every file fails and CPU sharing on 2 vCPUs does not.
  *
- * Before issue 14 (cf35435): open+ATTACH p50 0.4 ms -> 257 ms, p99 948
- * ms; CARD_GET 704 ms.
+ * Before issue 14 (cf35435): open+ATTACH+close p50 0.17 -> 164 ms
+ * (x820), p99 1.6 -> 1289 ms; CARD_GET p50 0.018 -> 237 ms; the tenant
+ * attached all 24,000 files.
  */
 #include "hostile.h"
 
