@@ -180,11 +180,8 @@ int main(void)
 	sh = gs_shm(sizeof(*sh));
 	cg_v = gs_cg_create("gsbV");
 	cg_t = gs_cg_create("gsbT");
-	if (!cg_v || !cg_t) {
-		gs_line("GSTEST " P " FAIL setup: cgroups: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+	if (!cg_v || !cg_t)
+		return hs_setup_failed("cgroups");
 	gs_run("claims_more_than_granted", t_claims_more);
 	gs_run("hides_its_overrun", t_hides_overrun);
 	return gs_finish();

@@ -84,12 +84,8 @@ int main(void)
 {
 	gs_init(P, 110);
 	sh = gs_shm(sizeof(*sh));
-	if (hs_raise_nofile(NFILES + 256) < 0) {
-		gs_line("GSTEST " P " FAIL setup: RLIMIT_NOFILE %d: %s",
-			NFILES + 256, gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+	if (hs_raise_nofile(NFILES + 256) < 0)
+		return hs_setup_failed("RLIMIT_NOFILE");
 	cg_v = gs_cg_create("gscV");
 	cg_h = gs_cg_create("gscH");
 	if (!cg_v || !cg_h ||
@@ -97,11 +93,8 @@ int main(void)
 	    gs_vgpu_create(gs_fd, CARD, cg_v, 64 << 20, 0, 0,
 			   GPUSLICE_MODE_MEMORY) < 0 ||
 	    gs_vgpu_create(gs_fd, CARD, cg_h, 64 << 20, 0, 0,
-			   GPUSLICE_MODE_MEMORY) < 0) {
-		gs_line("GSTEST " P " FAIL setup: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+			   GPUSLICE_MODE_MEMORY) < 0)
+		return hs_setup_failed("cgroups, card, vGPUs");
 	gs_run("latency_next_to_hostile", t_latency);
 	return gs_finish();
 }

@@ -231,11 +231,8 @@ int main(void)
 	if (!cg_t || !cg_v ||
 	    gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_NATIVE, 20, 0, 0) < 0 ||
 	    (id_ten = gs_vgpu_create(gs_fd, CARD, cg_t, 64 << 20, 0, 0,
-				   GPUSLICE_MODE_MEMORY)) < 0) {
-		gs_line("GSTEST " P " FAIL setup: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+				   GPUSLICE_MODE_MEMORY)) < 0)
+		return hs_setup_failed("cgroups, card, vGPUs");
 	gs_run("charge", t_charge);
 	gs_run("uncharge", t_uncharge);
 	gs_run("attach", t_attach);

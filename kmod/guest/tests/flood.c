@@ -89,11 +89,8 @@ int main(void)
 	sh = gs_shm(sizeof(*sh));
 	cg_v = gs_cg_create("gsfV");
 	cg_f = gs_cg_create("gsfF");
-	if (!cg_v || !cg_f) {
-		gs_line("GSTEST " P " FAIL setup: cgroups: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+	if (!cg_v || !cg_f)
+		return hs_setup_failed("cgroups");
 	gs_run("flood_defaults", t_defaults);
 	return gs_finish();
 }

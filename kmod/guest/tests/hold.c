@@ -241,11 +241,8 @@ int main(void)
 	sh = gs_shm(sizeof(*sh));
 	cg_v = gs_cg_create("gshV");
 	cg_h = gs_cg_create("gshH");
-	if (!cg_v || !cg_h) {
-		gs_line("GSTEST " P " FAIL setup: cgroups: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+	if (!cg_v || !cg_h)
+		return hs_setup_failed("cgroups");
 	gs_run("holder_p1_20x1ms", t_p1_1ms);
 	gs_run("holder_p4_10x5ms", t_p4_5ms);
 	gs_run("holder_defaults", t_defaults);

@@ -109,6 +109,14 @@ static inline int hs_tenant_main(void *p)
 	return t->fn(t->arg);
 }
 
+/* A program's setup failed (errno says why): one FAIL line, the end. */
+static inline int hs_setup_failed(const char *what)
+{
+	gs_line("GSTEST %s FAIL setup: %s: %s", gs_prog, what, gs_errname(errno));
+	gs_nfail++;
+	return gs_finish();
+}
+
 /* Forks a tenant: in cgroup cg, unprivileged, running fn(arg). */
 static inline pid_t hs_tenant(const char *cg, int (*fn)(void *), void *arg,
 			      unsigned timeout_s)

@@ -145,11 +145,8 @@ int main(void)
 	    gs_vgpu_create(gs_fd, CARD, gs_cg_id("gsxV"), 64 << 20, 0, 0,
 			   GPUSLICE_MODE_MEMORY) < 0 ||
 	    gs_vgpu_create(gs_fd, CARD, gs_cg_id("gsxH"), 64 << 20, 0, 0,
-			   GPUSLICE_MODE_MEMORY) < 0) {
-		gs_line("GSTEST " P " FAIL setup: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+			   GPUSLICE_MODE_MEMORY) < 0)
+		return hs_setup_failed("cgroups, card, vGPUs");
 	gs_run("latency", t_latency);
 	gs_run("share_behaved", t_behaved);
 	gs_run("share_holder", t_holder);

@@ -297,11 +297,8 @@ int main(void)
 	if (!cg_t || !cg_b || gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_NATIVE,
 					  20, 0, 0) < 0 ||
 	    gs_vgpu_create(gs_fd, CARD, cg_t, 64 << 20, 0, 0,
-			   GPUSLICE_MODE_MEMORY) < 0) {
-		gs_line("GSTEST " P " FAIL setup: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+			   GPUSLICE_MODE_MEMORY) < 0)
+		return hs_setup_failed("cgroups, card, vGPUs");
 	gs_run("memcg_charged", t_accounted);
 	gs_run("files_bound", t_files_bound);
 	gs_run("waiters_bound", t_waiters_bound);

@@ -172,11 +172,8 @@ int main(void)
 	    (id_a = gs_vgpu_create(gs_fd, CARD, cg_a, 64 << 20, 0, 0,
 				   GPUSLICE_MODE_MEMORY)) < 0 ||
 	    (id_b = gs_vgpu_create(gs_fd, CARD, cg_b, 32 << 20, 0, 0,
-				   GPUSLICE_MODE_MEMORY)) < 0) {
-		gs_line("GSTEST " P " FAIL setup: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+				   GPUSLICE_MODE_MEMORY)) < 0)
+		return hs_setup_failed("cgroups, card, vGPUs");
 	gs_run("tenant_sees_own", t_tenant_sees_own);
 	gs_run("root_sees_all", t_root_sees_all);
 	return gs_finish();

@@ -153,11 +153,8 @@ int main(void)
 	gs_init(P, 60);
 	sh = gs_shm(sizeof(*sh));
 	cg = gs_cg_create("gsrT");
-	if (!cg || gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_NATIVE, 20, 0, 0) < 0) {
-		gs_line("GSTEST " P " FAIL setup: %s", gs_errname(errno));
-		gs_nfail++;
-		return gs_finish();
-	}
+	if (!cg || gs_card_set(gs_fd, CARD, GPUSLICE_POLICY_NATIVE, 20, 0, 0) < 0)
+		return hs_setup_failed("cgroup, card");
 	gs_run("larger_cap", t_larger);
 	gs_run("same_cap", t_same);
 	return gs_finish();
