@@ -70,12 +70,28 @@ var (
 	// A kernel message's timestamp (CONFIG_PRINTK_TIME).
 	kernelTimeRE = regexp.MustCompile(`\[ *\d+\.\d{6}\]`)
 	// What the kernel prints when something is wrong: oopses, BUG_ON, WARN,
-	// panics, lockdep, lockups and stalls, stack dumps, list corruption.
+	// panics, lockdep, lockups and stalls, stack dumps, list corruption;
+	// and what comes before a lockup: an hrtimer callback that ran long
+	// (a card's timer doing unbounded work in hard-IRQ context), RCU
+	// stall warnings (and the grace-period kthread starved), the lockup
+	// detectors' lines (watchdog:, NMI watchdog) and the hung-task
+	// detector's.
 	kernelErrRE = regexp.MustCompile(`BUG:|kernel BUG|Oops|WARNING:|Kernel panic|` +
 		`possible circular locking|general protection|soft lockup|hard LOCKUP|` +
 		`blocked for more than|detected stalls|self-detected stall|Call Trace:|` +
-		`UBSAN:|corruption|refcount_t:|INFO: task`)
+		`UBSAN:|corruption|refcount_t:|INFO: task|` +
+		`hrtimer: interrupt took|rcu: INFO:|rcu: .*stall|` +
+		`\bwatchdog: |NMI watchdog|hung_task|kthread starved`)
+	// What the lockup detectors say at boot when all is well (a VM
+	// without a PMU, nohz_full): not trouble, though they name them.
+	kernelBenignRE = regexp.MustCompile(`NMI watchdog: (Perf NMI watchdog permanently disabled|` +
+		`Enabled\. Permanently consumes one hw-PMU counter)|watchdog: Disabling watchdog on nohz_full`)
 )
+
+// isKernelErr says whether a kernel message reports trouble.
+func isKernelErr(msg string) bool {
+	return kernelErrRE.MatchString(msg) && !kernelBenignRE.MatchString(msg)
+}
 
 // Taint flags that mean trouble: M (machine check), B (bad page),
 // D (oops), W (warning), L (soft lockup). O and E (unsigned out-of-tree
@@ -95,7 +111,7 @@ func parseLog(data []byte) *guestLog {
 			// Besides the markers and the programs' stray output, the
 			// console carries the kernel's emergencies (and a panic's
 			// replay of the whole log): those lines have a timestamp.
-			if kernelTimeRE.MatchString(line) && kernelErrRE.MatchString(line) {
+			if kernelTimeRE.MatchString(line) && isKernelErr(line) {
 				g.kernelErr(line)
 			}
 			if cur != nil {
@@ -110,7 +126,7 @@ func parseLog(data []byte) *guestLog {
 		switch kind {
 		case "GSDMESG":
 			g.dmesg = append(g.dmesg, rest)
-			if kernelErrRE.MatchString(rest) {
+			if isKernelErr(rest) {
 				g.kernelErr(rest)
 			}
 			continue
@@ -461,5 +477,46 @@ func TestParseLog(t *testing.T) {
 		t.Errorf("outside: %q", g.outside)
 	case len(g.kernelErrs) != 2 || len(g.dmesg) != 1:
 		t.Errorf("kernel: %q, dmesg %q", g.kernelErrs, g.dmesg)
+	}
+}
+
+// TestKernelErrPatterns holds the kernel-log filter to each kind of
+// trouble, as a console line (with its timestamp) and in the dump after
+// the run (GSDMESG), and to the lines of a healthy run, which it passes.
+func TestKernelErrPatterns(t *testing.T) {
+	for _, c := range []struct {
+		line    string
+		trouble bool
+	}{
+		{"BUG: kernel NULL pointer dereference, address: 0000000000000008", true},
+		{"WARNING: CPU: 1 PID: 77 at gs_card.c:120 gs_card_tick+0x40/0x90 [gpuslice]", true},
+		{"watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [flood:120]", true},
+		{"hrtimer: interrupt took 11574410 ns", true},
+		{"rcu: INFO: rcu_sched detected stalls on CPUs/tasks:", true},
+		{"rcu: INFO: rcu_preempt self-detected stall on CPU", true},
+		{"rcu: 1-....: (5249 ticks this GP) idle=8d4/1/0x4000000000000000", false},
+		{"rcu: rcu_preempt kthread starved for 10502 jiffies! g1561 f0x0 RCU_GP_WAIT_FQS(5)", true},
+		{"rcu: RCU grace-period kthread stack dump: possible stall", true},
+		{"rcu_preempt self-detected stall on CPU", true},
+		{"watchdog: Watchdog detected hard LOCKUP on cpu 1", true},
+		{"NMI watchdog: Watchdog detected hard LOCKUP on cpu 0", true},
+		{"hung_task: blocked tasks", true},
+		{"rcu: INFO: rcu_preempt detected expedited stalls on CPUs/tasks: {", true},
+		{"NMI watchdog: Perf NMI watchdog permanently disabled", false},
+		{"NMI watchdog: Enabled. Permanently consumes one hw-PMU counter.", false},
+		{"watchdog: Disabling watchdog on nohz_full cores by default", false},
+		{"INFO: task kmem:201 blocked for more than 61 seconds.", true},
+		{"gpuslice: ABI 1, /dev/gpuslice ready", false},
+		{"gpuslice: loading out-of-tree module taints kernel.", false},
+		{"reboot: Power down", false},
+		{"rcu: Hierarchical RCU implementation.", false},
+		{"clocksource: timekeeping watchdog on CPU1: Marking clocksource 'tsc' as unstable", false},
+	} {
+		for _, form := range []string{"[   59.312336] %s\r\n", "GSDMESG [   59.312336] %s\r\n"} {
+			g := parseLog([]byte("GSGUEST BOOT 6.1.0-57-amd64\r\n" + fmt.Sprintf(form, c.line)))
+			if got := len(g.kernelErrs) > 0; got != c.trouble {
+				t.Errorf("%q (%q): kernel trouble %v, want %v", c.line, form, got, c.trouble)
+			}
+		}
 	}
 }

@@ -178,6 +178,8 @@ static inline const char *gs_errname(int e)
 	case ENOTCONN: return "ENOTCONN";
 	case EOVERFLOW: return "EOVERFLOW";
 	case ENXIO: return "ENXIO";
+	case EUSERS: return "EUSERS";
+	case EMFILE: return "EMFILE";
 	case ERESTART: return "ERESTART";
 	case 512: return "ERESTARTSYS(512)";
 	default: {
@@ -311,6 +313,9 @@ static const char *const gs_splats[] = {
 	"unable to handle", "Unable to handle", "double free", "stack-protector",
 	"use-after-free", "NULL pointer dereference", "lockdep",
 	"possible circular locking", "Modules linked in",
+	/* the timer's callback ran long; stalls and lockups in the making */
+	"hrtimer: interrupt took", "rcu: INFO:", "detected stall",
+	"soft lockup", "hard LOCKUP", "hung_task", "blocked for more than",
 };
 
 static inline void gs_kmsg_open(void)
