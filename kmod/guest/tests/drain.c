@@ -20,6 +20,13 @@
 #define CARD 8
 #define SLICE (20 * MS)
 #define LONG_SLICE (100 * MS)
+/*
+ * "At once" as a guest process sees it: the kernel hands over at A's end
+ * (B's provisional end, checked exactly, says so); B's process runs when
+ * the emulated CPU gets to it, tens of ms later at worst under load. The
+ * old module made B wait for the drain's bound, 100 ms.
+ */
+#define GRANT_LATE (60 * MS)
 
 #define NGRANTS 512
 
@@ -188,7 +195,7 @@ static int t_hold_waits_for_release(void)
 	T(sh->b_grant < sh->a_rel,
 	  "B was granted %.1f ms after the holder A released: the card waited",
 	  (double)(sh->b_grant - sh->a_rel) / 1e6);
-	T(sh->b_grant >= sh->a_end && sh->b_grant < sh->a_end + 15 * MS,
+	T(sh->b_grant >= sh->a_end && sh->b_grant < sh->a_end + GRANT_LATE,
 	  "B granted %.1f ms after A's end (at once expected)",
 	  ((double)sh->b_grant - (double)sh->a_end) / 1e6);
 	/*
@@ -230,7 +237,7 @@ static int t_drain_bounded(void)
 		((double)sh->b_grant - (double)sh->a_end) / 1e6,
 		((double)sh->b_end - (double)sh->a_end) / 1e6);
 	T(sh->b_grant, "B never granted while A held past its slice");
-	T(sh->b_grant >= sh->a_end && sh->b_grant < sh->a_end + 15 * MS,
+	T(sh->b_grant >= sh->a_end && sh->b_grant < sh->a_end + GRANT_LATE,
 	  "B granted %.1f ms after A's end (at once expected)",
 	  ((double)sh->b_grant - (double)sh->a_end) / 1e6);
 	/* Its slice: the drain's bound (one slice) and one slice, exactly. */
@@ -265,10 +272,17 @@ static int t_kill_ends_hold(void)
 	T(sh->a_wait && sh->b_grant, "A's WAIT or B's grant never came");
 	tk = gs_now();
 	kill(pa, SIGKILL);
+	/*
+	 * The first change of B's end after the kill is the close's: read
+	 * then, not after the reaping, by when (one guest CPU) B's shortened
+	 * slice may have ended and the page shows its next one.
+	 */
+	do {
+		T(gs_page_read(p, &pg) == 0, "torn page");
+		tw = gs_now();
+	} while (pg.slice_end_ns == sh->b_end && tw < tk + 2 * SLICE);
 	gs_wait(pa, 5000, NULL);
 	gs_forget(pa);
-	tw = gs_now();
-	T(gs_page_read(p, &pg) == 0, "torn page");
 	gs_info(P " kill: B granted %.1f ms after A's end; A killed %.1f ms "
 		"after it, B's slice then ends %.1f ms after the kill (%.1f "
 		"before)", ((double)sh->b_grant - (double)sh->a_end) / 1e6,
