@@ -408,13 +408,17 @@ static void gs_waiter_put(struct gs_kvgpu *kv)
 
 /*
  * Waits for the vGPU's slice on its own queue (a handover wakes the new
- * owner's); never before timeout_ns (0: no limit).
+ * owner's); never before timeout_ns (0, or past what ktime holds: no
+ * limit).
  */
 static long gs_acquire_wait(struct gs_attach *att, bool hold, u64 timeout_ns,
 			    u64 *end, int *err)
 {
-	u64 deadline = timeout_ns ? ktime_get_ns() + timeout_ns : 0;
+	u64 now = ktime_get_ns(), deadline = 0;
 	long ret;
+
+	if (timeout_ns && timeout_ns < (u64)KTIME_MAX - now)
+		deadline = now + timeout_ns;
 
 	ret = gs_wait_chained(&att->kv->acq_wq,
 			      gs_may_run_now(att, hold, end, err), deadline);

@@ -113,10 +113,12 @@ struct gpuslice_charge {
 
 #define GPUSLICE_ACQUIRE_NONBLOCK	(1U << 0)	/* -EAGAIN, not sleep */
 /*
- * The caller fences its work at the slice's end and then RELEASEs: the
- * card waits for that RELEASE (at most 100 ms past the slice's end)
- * before the next slice begins, and the time past the end is owed by the
- * vGPU's later slices. Without it the card moves on at the slice's end.
+ * The caller fences its work at the slice's end and then RELEASEs. The
+ * next owner runs from the slice's end, its work queued behind the
+ * caller's; until that RELEASE (at most one slice; 5 ms after a priority
+ * cut) the next owner's slice does not start counting, and the time past
+ * the end is owed by the vGPU's later slices (a later RELEASE owes the
+ * rest, up to 100 ms). Without it the card moves on at the slice's end.
  */
 #define GPUSLICE_ACQUIRE_HOLD		(1U << 1)
 
@@ -138,11 +140,12 @@ struct gpuslice_release {
 };
 
 /*
- * Sleeps while the caller's vGPU owns the card in the slice ending at
- * slice_end_ns (ACQUIRE's answer) and it has not ended: returns 0 at its
- * end, or as soon as it was cut short (a high-priority vGPU took the
- * card) or the card moved on. A holder's fencer waits here for the moment
- * to fence. -EUSERS: GPUSLICE_MAX_VGPU_WAITERS threads of the vGPU block.
+ * Sleeps while the caller's vGPU owns the card, the current slice has not
+ * ended and it ends at slice_end_ns (ACQUIRE's answer) or earlier (a drain
+ * that ended moves it earlier): returns 0 at its end, or as soon as it was
+ * cut short (a high-priority vGPU took the card) or the card moved on. A
+ * holder's fencer waits here for the moment to fence. -EUSERS:
+ * GPUSLICE_MAX_VGPU_WAITERS threads of the vGPU block already.
  */
 struct gpuslice_wait {
 	__u32 card;		/* in */

@@ -10,4 +10,4 @@ package cabi
 //go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
 
 // cSourcesHash is the SHA-256 of gpuslice.h (testenv.CheckCSourcesHash).
-const cSourcesHash = "7fd30606a72280da935a253f63e8cd1ad9b4fbb9f7b98a5cc4bd6cbb520f478e"
+const cSourcesHash = "5d4026a4c2f7124d5cb539d8311d2a06838763c4cc36d6f214d3a7ad56ac3111"
