@@ -98,6 +98,8 @@ static void gate_after_fork_child(void)
 		pthread_mutex_init(&g->lock, NULL);
 		pthread_cond_init(&g->fence_cv, NULL);
 		g->seen_end = 0;
+		g->seen_start = 0;
+		g->budget_cut = false;
 		g->acq_end = 0;
 		g->first_ns = 0;
 		g->busy_ns = 0;
@@ -143,9 +145,12 @@ static CUresult refuse(struct gs_card *c, const char *what, const char *why)
 	return CUDA_ERROR_NOT_PERMITTED;
 }
 
-/* A consistent (owner, end) of the card's slice; false when torn too often. */
-static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
-		       uint64_t *end)
+/*
+ * A consistent (owner, start, end) of the card's slice; false when torn
+ * too often. start is 0 where there is no page.
+ */
+static bool read_slice3(const struct gs_gate_card *g, int32_t *owner,
+			uint64_t *start, uint64_t *end)
 {
 	const struct gpuslice_sched_page *p = g->page;
 
@@ -153,6 +158,7 @@ static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
 		/* No page: the slice ACQUIRE answered is the one we know of. */
 		*end = __atomic_load_n(&g->acq_end, __ATOMIC_ACQUIRE);
 		*owner = *end ? g->id : GPUSLICE_OWNER_NONE;
+		*start = 0;
 		return true;
 	}
 	for (int i = 0; i < 1000; i++) {
@@ -163,12 +169,36 @@ static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
 			continue;
 		}
 		*owner = __atomic_load_n(&p->owner, __ATOMIC_RELAXED);
+		*start = __atomic_load_n(&p->slice_start_ns, __ATOMIC_RELAXED);
 		*end = __atomic_load_n(&p->slice_end_ns, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == seq)
 			return true;
 	}
 	return false;
+}
+
+static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
+		       uint64_t *end)
+{
+	uint64_t start;
+
+	return read_slice3(g, owner, &start, end);
+}
+
+/*
+ * Whether the slice (start, end) is the one of the latest launch: by its
+ * start where the page has one, since an early drain moves the end of a
+ * slice earlier (kmod/core: the handover), and that is no new slice.
+ */
+static bool same_slice(const struct gs_gate_card *g, uint64_t start,
+		       uint64_t end)
+{
+	uint64_t seen = __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED);
+
+	if (!seen)
+		return false;
+	return start && g->seen_start ? start == g->seen_start : end == seen;
 }
 
 /*
@@ -189,10 +219,11 @@ static bool may_run(const struct gs_gate_card *g, int32_t owner,
  * ended without a fence (the process went on in its next slice without
  * waiting in between). The first launch since a fence wakes the fencer.
  */
-static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
-				   uint64_t now, CUcontext ctx, CUstream s)
+static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t start,
+				   uint64_t end, uint64_t now, CUcontext ctx,
+				   CUstream s)
 {
-	if (g->seen_end != end) {
+	if (!same_slice(g, start, end)) {
 		if (g->first_ns) {
 			uint64_t stop = now < g->seen_end ? now : g->seen_end;
 
@@ -200,8 +231,11 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
 				g->busy_ns += stop - g->first_ns;
 			g->first_ns = 0;
 		}
-		__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
+		/* A new slice, no fence between: its own budget. */
+		__atomic_store_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
 	}
+	g->seen_start = start;
+	__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
 	if (!g->first_ns)
 		g->first_ns = now;
 	__atomic_add_fetch(&g->nlaunch, 1, __ATOMIC_RELAXED);
@@ -241,27 +275,84 @@ static void wait_out_slice_locked(struct gs_gate_card *g)
  * ours); the card's lock held. No module: we hold the card in it as if
  * we had acquired it, so that its end waits for our fence.
  */
-static void launch_in_found_slice_locked(struct gs_gate_card *g, uint64_t end,
+static void launch_in_found_slice_locked(struct gs_gate_card *g,
+					 uint64_t start, uint64_t end,
 					 uint64_t now, CUcontext ctx,
 					 CUstream s)
 {
-	if (__atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) != end) {
+	if (!same_slice(g, start, end)) {
 		if (g->sf)
 			gs_sf_hold(g->sf);
 		else
 			gs_gate_kmod_hold(g);
 	}
-	launch_in_slice_locked(g, end, now, ctx, s);
+	launch_in_slice_locked(g, start, end, now, ctx, s);
 }
 
-/* The first launch of a slice this process did not have to acquire. */
-static CUresult slice_begins(struct gs_gate_card *g, uint64_t end,
-			     uint64_t now, CUcontext ctx, CUstream s)
+/*
+ * Whether the card's slice is ours now, and it in *start, *end; the
+ * card's lock held. In file mode, where no timer advances the schedule,
+ * a slice of ours that is over is advanced first (gs_sf_tick): that hands
+ * the card on at the slice's end, waking the next owner at once rather
+ * than after our drain, or gives us our next slice straight away when we
+ * are the next pick, without a drain.
+ */
+static bool slice_ours_locked(struct gs_gate_card *g, int32_t *owner,
+			      uint64_t *start, uint64_t *end)
 {
+	if (read_slice3(g, owner, start, end) &&
+	    may_run(g, *owner, *end, now_ns()))
+		return true;
+	if (!g->sf || *owner != __atomic_load_n(&g->id, __ATOMIC_RELAXED))
+		return false;
+	gs_sf_tick(g->sf);
+	return read_slice3(g, owner, start, end) &&
+	       may_run(g, *owner, *end, now_ns());
+}
+
+/*
+ * The fencer found the card ours with work queued: a slice of ours it did
+ * not see begin (we are the next pick) is held, so that its end waits for
+ * our fence as if the application had launched in it; the lock held.
+ */
+static void keep_slice_locked(struct gs_gate_card *g, uint64_t start,
+			      uint64_t end)
+{
+	if (!same_slice(g, start, end)) {
+		if (g->sf)
+			gs_sf_hold(g->sf);
+		else
+			gs_gate_kmod_hold(g);
+		__atomic_store_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
+	}
+	g->seen_start = start;
+	__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
+}
+
+static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
+			  CUstream s);
+
+/*
+ * The first launch of a slice this process did not have to acquire, or
+ * the first since its end moved earlier. The page is read again under the
+ * lock: the one read outside may be stale by now.
+ */
+static CUresult slice_begins(struct gs_card *c, const char *what,
+			     CUcontext ctx, CUstream s)
+{
+	struct gs_gate_card *g = &c->gate;
+	uint64_t start, end, now;
+	int32_t owner;
+
 	pthread_mutex_lock(&g->lock);
-	launch_in_found_slice_locked(g, end, now, ctx, s);
+	if (!g->fencing && read_slice3(g, &owner, &start, &end) &&
+	    may_run(g, owner, end, now = now_ns())) {
+		launch_in_found_slice_locked(g, start, end, now, ctx, s);
+		pthread_mutex_unlock(&g->lock);
+		return CUDA_SUCCESS;
+	}
 	pthread_mutex_unlock(&g->lock);
-	return CUDA_SUCCESS;
+	return slow_path(c, what, ctx, s);
 }
 
 /* A fence in flight ends (at its bound at the latest); the lock held. */
@@ -326,6 +417,7 @@ static void fence_and_release_locked(struct gs_gate_card *g)
 	g->busy_ns = 0;
 	g->first_ns = 0;
 	g->active = false;
+	g->seen_start = 0;
 	__atomic_store_n(&g->seen_end, 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&g->lock);
 	gs_fence_wait(set, gs_fence_deadline(seen, t0));
@@ -355,13 +447,15 @@ static void fence_and_release_locked(struct gs_gate_card *g)
  * WAIT), then fences and releases, so that the card, which waits for our
  * drain, passes on as soon as our work has run, whether the application
  * launches again or not. The slow path still fences first when it gets
- * there first.
+ * there first. A wake-up is not the slice's end: the page is read again,
+ * and the thread sleeps on while the card is ours (an early drain moved
+ * the end earlier; we are the next pick).
  */
 static void *fencer_main(void *arg)
 {
 	struct gs_gate_card *g = arg;
+	uint64_t start, end;
 	int32_t owner;
-	uint64_t end;
 	uint32_t seq;
 
 	/*
@@ -375,11 +469,15 @@ static void *fencer_main(void *arg)
 			pthread_cond_wait(&g->fence_cv, &g->lock);
 		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
 			      0;
-		if (!read_slice(g, &owner, &end) ||
-		    !may_run(g, owner, end, now_ns())) {
+		if (!slice_ours_locked(g, &owner, &start, &end)) {
 			fence_and_release_locked(g);
 			continue;
 		}
+		/*
+		 * Ours: the same slice (its end may have moved earlier: the
+		 * sleep below wakes at the new end) or our next one.
+		 */
+		keep_slice_locked(g, start, end);
 		pthread_mutex_unlock(&g->lock);
 		if (g->sf)
 			gs_sf_page_wait(g->page, seq & ~1u, end);
@@ -418,16 +516,17 @@ static void start_fencer_locked(struct gs_card *c)
  * 0 and its end in *end, or an errno and *why for the refusal. EINTR is
  * retried: a signal does not refuse a launch.
  */
-static int acquire_slice(struct gs_gate_card *g, uint64_t *end,
-			 const char **why)
+static int acquire_slice(struct gs_gate_card *g, uint64_t *start,
+			 uint64_t *end, const char **why)
 {
 	struct gpuslice_acquire a;
-	uint64_t start;
-	int32_t id;
+	uint64_t pstart, pend;
+	int32_t id, owner;
 	int err;
 
+	*start = 0;
 	if (g->sf) {
-		err = -gs_sf_acquire(g->sf, &id, &start, end);
+		err = -gs_sf_acquire(g->sf, &id, start, end);
 		if (!err)	/* a recovered file may have renumbered them */
 			__atomic_store_n(&g->id, id, __ATOMIC_RELAXED);
 		*why = err ? strerror(err) : NULL;
@@ -436,6 +535,10 @@ static int acquire_slice(struct gs_gate_card *g, uint64_t *end,
 	while ((err = gs_gate_kmod_acquire(g, 0, &a)) == EINTR)
 		;
 	*end = a.slice_end_ns;
+	/* The page says when the slice began, if it still shows it. */
+	if (!err && g->page && read_slice3(g, &owner, &pstart, &pend) &&
+	    owner == g->id && pend <= a.slice_end_ns)
+		*start = pstart;
 	*why = err == ENODEV ? "its vGPU was removed from " GPUSLICE_DEVICE :
 			       err ? strerror(err) : NULL;
 	return err;
@@ -451,28 +554,30 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
 			  CUstream s)
 {
 	struct gs_gate_card *g = &c->gate;
+	uint64_t start, end;
 	const char *why;
 	int32_t owner;
-	uint64_t end, now;
 
 	pthread_mutex_lock(&g->lock);
 	wait_fence_locked(g);
 	/*
 	 * Another thread may have acquired the slice meanwhile, or the card
 	 * came back to us while the fencer held the lock: held either way.
-	 * Over the budget: not in this slice.
+	 * Over the budget: not in this slice, unless the warm-up's probe
+	 * found the slice's work run.
 	 */
-	if (gs_over_budget(g))
+	if (gs_over_budget(g) &&
+	    !(slice_ours_locked(g, &owner, &start, &end) &&
+	      gs_budget_warm_locked(g, end))) {
 		wait_out_slice_locked(g);
-	else if (read_slice(g, &owner, &end) &&
-		 may_run(g, owner, end, now = now_ns())) {
-		launch_in_found_slice_locked(g, end, now, ctx, s);
+	} else if (slice_ours_locked(g, &owner, &start, &end)) {
+		launch_in_found_slice_locked(g, start, end, now_ns(), ctx, s);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
 	if (g->active)
 		fence_and_release_locked(g);
-	if (acquire_slice(g, &end, &why)) {
+	if (acquire_slice(g, &start, &end, &why)) {
 		pthread_mutex_unlock(&g->lock);
 		return refuse(c, what, why);
 	}
@@ -483,7 +588,7 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
 	 * The slice is granted: launch in it however little of it is left,
 	 * or a slow process would never launch at all.
 	 */
-	launch_in_slice_locked(g, end, now_ns(), ctx, s);
+	launch_in_slice_locked(g, start, end, now_ns(), ctx, s);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
 }
@@ -529,7 +634,7 @@ CUresult gs_gate_launch(const char *what, CUstream s, bool ptsz)
 			if (__builtin_expect(gs_within_budget(g), 1))
 				return CUDA_SUCCESS;
 		} else {
-			return slice_begins(g, end, now, ctx, s);
+			return slice_begins(c, what, ctx, s);
 		}
 	}
 	return slow_path(c, what, ctx, s);

@@ -26,6 +26,12 @@ void gs_gate_track(struct gs_gate_card *g);
 /* The budget after a fence saw n launches run spill ns past the slice. */
 void gs_budget_update(struct gs_gate_card *g, uint32_t n, uint64_t spill);
 /*
+ * Over the budget in a slice of ours ending at end, the card's lock held
+ * (dropped while it probes): true when the warm-up's probe found the
+ * slice's work run and the budget grew, so the launch goes on in it.
+ */
+bool gs_budget_warm_locked(struct gs_gate_card *g, uint64_t end);
+/*
  * One launch more in the slice; false when it is over the budget. A plain
  * load and store, not a locked add: threads launching at the same moment
  * may count one launch for two, which the budget, an estimate, tolerates,
@@ -51,8 +57,17 @@ static inline bool gs_over_budget(const struct gs_gate_card *g)
 void gs_fence_note(struct gs_gate_card *g, CUcontext ctx, CUstream s);
 /* Takes the set a fence waits for; the card's lock held. */
 struct gs_fence_set *gs_fence_take_locked(struct gs_gate_card *g);
-/* Waits for set's streams, at most until deadline; no lock held. */
-void gs_fence_wait(struct gs_fence_set *set, uint64_t deadline);
+/*
+ * Waits for set's streams, at most until deadline; no lock held. Whether
+ * they all passed.
+ */
+bool gs_fence_wait(struct gs_fence_set *set, uint64_t deadline);
+/*
+ * Waits, at most until deadline, for what the streams noted so far have
+ * queued, leaving the set to the slice's fence; the card's lock held,
+ * dropped meanwhile (fencing, as for a fence). Whether it all ran.
+ */
+bool gs_fence_probe_locked(struct gs_gate_card *g, uint64_t deadline);
 uint64_t gs_fence_deadline(uint64_t slice_end, uint64_t now);
 void gs_fence_done_locked(struct gs_gate_card *g);
 void gs_fence_before_capture(struct gs_gate_card *g, CUcontext ctx,

@@ -43,69 +43,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/futex.h>
 
 #include "sched_file_int.h"
-
-static long sf_futex(const uint32_t *word, int op, uint32_t val,
-		     const struct timespec *ts)
-{
-	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
-}
-
-/* ---- the page ---- */
-
-/* Rewrites the page under its sequence count when it changed; locked. */
-void gs_sf_publish(struct gs_sf_header *h)
-{
-	struct gpuslice_sched_page *p = &h->pub.page;
-	const struct gs_card *c = &h->core;
-	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_RELAXED);
-
-	if (!(seq & 1) &&
-	    __atomic_load_n(&p->owner, __ATOMIC_RELAXED) == gs_owner(c) &&
-	    __atomic_load_n(&p->slice_end_ns, __ATOMIC_RELAXED) ==
-		    gs_slice_end(c) &&
-	    __atomic_load_n(&p->handovers, __ATOMIC_RELAXED) == c->handovers)
-		return;
-	if (seq & 1)	/* a writer died half-way */
-		seq++;
-	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&p->owner, gs_owner(c), __ATOMIC_RELAXED);
-	__atomic_store_n(&p->slice_start_ns, c->slice_start, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->slice_end_ns, gs_slice_end(c), __ATOMIC_RELAXED);
-	__atomic_store_n(&p->policy, c->cfg.policy, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->slice_ns, c->cfg.slice_ns, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->max_inst, c->cfg.max_inst, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->mode, GPUSLICE_MODE_COMPUTE, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->handovers, c->handovers, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->seq, seq + 2, __ATOMIC_RELEASE);
-	/* Shared (not FUTEX_PRIVATE): the sleepers are other processes. */
-	sf_futex(&p->seq, FUTEX_WAKE, INT_MAX, NULL);
-}
-
-void gs_sf_page_wait(const struct gpuslice_sched_page *p, uint32_t seq,
-		     uint64_t deadline)
-{
-	uint64_t now = mono();
-	struct timespec ts;
-
-	if (deadline <= now)
-		return;
-	ts.tv_sec = (time_t)((deadline - now) / 1000000000ull);
-	ts.tv_nsec = (long)((deadline - now) % 1000000000ull);
-	/* EAGAIN (changed already), EINTR, ETIMEDOUT: the caller looks again. */
-	sf_futex(&p->seq, FUTEX_WAIT, seq, &ts);
-}
 
 /* ---- activity (all under the mutex) ---- */
 
@@ -626,6 +571,21 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 			wake = now + 1000000;
 		gs_sf_page_wait(&h->pub.page, seq, wake);
 	}
+}
+
+void gs_sf_tick(struct gs_sf *sf)
+{
+	struct gs_sf_header *h = sf->h;
+	uint64_t now;
+
+	if (sf_lock(h))
+		return;
+	now = mono();
+	sf_expire(h, now);
+	gs_preempt(&h->core, now);
+	gs_tick(&h->core, now);
+	gs_sf_publish(h);
+	sf_unlock(h);
 }
 
 void gs_sf_hold(struct gs_sf *sf)
