@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "a785e9579f2e521912fcb58e7ac6e62277002bdd367ed9d5980aec9bf6d65641"
+const cSourcesHash = "c8f1f7cccde1a71e78bddddd19462b88b66d78cdfd0c89d35c01f0eacd632ae7"

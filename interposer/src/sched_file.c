@@ -97,37 +97,43 @@ static void sf_expire(struct gs_sf_header *h, uint64_t now)
 	}
 }
 
-/*
- * Does a process of entry v still hold the current slice for its drain?
- * A hold of an earlier slice lapsed when the card moved on (the drain's
- * bound): a stopped process's hold must not make the card wait at every
- * later slice of its vGPU.
- */
-static bool sf_holders(const struct gs_sf_header *h, int v)
+/* Does a process of entry v still hold its slice that began at start? */
+static bool sf_holders(const struct gs_sf_header *h, int v, uint64_t start)
 {
 	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++)
 		if (h->slot[i].state == GS_SF_USED && h->slot[i].vgpu == v &&
-		    h->slot[i].holding &&
-		    h->slot[i].hold_start == h->core.slice_start)
+		    h->slot[i].holding && h->slot[i].hold_start == start)
 			return true;
 	return false;
 }
 
 /*
- * Slot s stops holding at now: the last holder of the current slice ends
- * its vGPU's drain, and the card passes on when the slice was over. A
- * lapsed hold ends nothing.
+ * Slot s stops holding at now. The last holder of its vGPU's latest slice
+ * says the vGPU drained (gs_vgpu_drained): in its slice; past its end
+ * while the card waits; as the drainer after an early handover, where the
+ * next owner's slice end moves earlier; or late, the drain lapsed, which
+ * the core charges unless the vGPU was granted a slice since. A hold of
+ * an older slice, or of one before the slice the vGPU owns now, ends
+ * nothing: it must not end the current one's drain.
  */
 static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
 		      uint64_t now)
 {
+	const struct gs_sf_vgpu *e;
+
 	if (!s->holding)
 		return;
 	s->holding = 0;
-	if (s->hold_start != h->core.slice_start)
+	if (!sf_entry_ok(h, s->vgpu))
 		return;
-	if (sf_entry_ok(h, s->vgpu) && !sf_holders(h, s->vgpu))
-		gs_vgpu_drained(&h->core, h->vgpu[s->vgpu].core_id, now);
+	e = &h->vgpu[s->vgpu];
+	if (s->hold_start != e->last_start ||
+	    sf_holders(h, s->vgpu, s->hold_start))
+		return;
+	if (gs_owner(&h->core) == e->core_id &&
+	    h->core.slice_start != s->hold_start)
+		return;
+	gs_vgpu_drained(&h->core, e->core_id, now);
 }
 
 /* One process fewer for entry v; the last one takes the vGPU away. */
@@ -521,6 +527,7 @@ static void sf_hold_locked(struct gs_sf *sf, uint64_t now)
 	s->holding = 1;
 	s->grant_end = gs_slice_end(&h->core);
 	s->hold_start = h->core.slice_start;
+	h->vgpu[sf->vgpu].last_start = s->hold_start;
 	gs_vgpu_hold(&h->core, h->vgpu[sf->vgpu].core_id, true);
 	sf_note(h, sf->vgpu, now);
 }

@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "82d17d3ef5d1784e3d6b1b3b1a9d56f1873d5ab3b26215f65f5e33d24c089bf4"
+const cSourcesHash = "5ea18453f0762e4fc0cac0865764017482b00f763ff82f61a60abd1ca02d44b9"
