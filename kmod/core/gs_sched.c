@@ -160,6 +160,7 @@ static void gs_reset(struct gs_card *c, const struct gs_sched_config *cfg)
 	c->high_rr = GS_MAX_VGPUS - 1;
 	c->owner = cfg->policy == GS_POLICY_NATIVE ? GS_OWNER_ALL :
 						     GS_OWNER_NONE;
+	c->drainer = GS_OWNER_NONE;
 	gs_rebuild(c);
 }
 
@@ -267,6 +268,8 @@ int gs_vgpu_add(struct gs_card *c, u32 quota, u32 high)
 	v->watches = 0;
 	v->debt_ns = 0;
 	v->overrun_ns = 0;
+	v->granted_ns = 0;
+	v->lapsed = 0;
 	gs_account(c, v, true);
 	gs_rebuild(c);
 	return id;
@@ -308,6 +311,10 @@ int gs_vgpu_remove(struct gs_card *c, int id)
 	/* The id may be reused at once: it must not inherit the slice. */
 	if (c->owner == id)
 		c->owner = GS_OWNER_NONE;
+	if (c->drainer == id) {
+		c->drainer = GS_OWNER_NONE;
+		c->drain_cut = 0;
+	}
 	gs_rebuild(c);
 	return 0;
 }
@@ -480,40 +487,186 @@ static int gs_pick(struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 	return GS_OWNER_NONE;
 }
 
-/* Starts the slice at c->slice_start. */
+/* The most debt a vGPU carries: a safety net, never reached in use. */
+static u64 gs_debt_cap(const struct gs_card *c)
+{
+	return GS_DRAIN_MAX_NS + (u64)c->cfg.max_inst * c->cfg.slice_ns;
+}
+
+/*
+ * vGPU id's work ran over ns past its slice's end (overrun, statistics),
+ * and it owes owed ns to its next slices, in full (repaid a slice at a
+ * time by gs_pays_debt).
+ */
+static void gs_charge(struct gs_card *c, int id, u64 over, u64 owed)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 cap = gs_debt_cap(c);
+
+	v->overrun_ns += over;
+	v->debt_ns = v->debt_ns + owed > cap ? cap : v->debt_ns + owed;
+}
+
+/* How long a drain is waited for: a slice, less after a priority cut. */
+static u64 gs_bound_of(const struct gs_card *c, bool cut)
+{
+	u64 b = c->cfg.slice_ns < GS_DRAIN_MAX_NS ? c->cfg.slice_ns :
+						   GS_DRAIN_MAX_NS;
+
+	if (cut && b > GS_CUT_DRAIN_MAX_NS)
+		b = GS_CUT_DRAIN_MAX_NS;
+	return b;
+}
+
+u64 gs_drain_bound(const struct gs_card *c)
+{
+	return gs_bound_of(c, c->drainer >= 0 && c->drain_cut);
+}
+
+/*
+ * The drainer's work has run at t (or the card stops waiting for it): it
+ * had the card since drain_start, and owes the time its work ran, from
+ * drain_start or, when an earlier drain's late work ran ahead of it on
+ * the engine, from that work's end (c->clear_ns).
+ */
+static void gs_drain_end(struct gs_card *c, u64 t)
+{
+	u64 from = c->drain_start > c->clear_ns ? c->drain_start : c->clear_ns;
+
+	if (t < c->drain_start)
+		t = c->drain_start;
+	c->vgpu[c->drainer].granted_ns += t - c->drain_start;
+	if (t > from)
+		gs_charge(c, c->drainer, t - from, t - from);
+	if (t > c->clear_ns)
+		c->clear_ns = t;
+	c->drainer = GS_OWNER_NONE;
+	c->drain_cut = 0;
+}
+
+/*
+ * The card stops waiting for the drainer at t (its bound, or a new drain
+ * beginning): it owes the time so far, and a late release may add the
+ * rest of its real overrun, up to GS_DRAIN_MAX_NS past drain_start.
+ */
+static void gs_drain_lapse(struct gs_card *c, u64 t)
+{
+	struct gs_vgpu *v = &c->vgpu[c->drainer];
+
+	v->lapsed = 1;
+	v->lapse_from = t;
+	v->lapse_cap = c->drain_start + GS_DRAIN_MAX_NS;
+	gs_drain_end(c, t);
+}
+
+/* vGPU id's slice ended at t while it held: it drains from t. */
+static void gs_drain_begin(struct gs_card *c, int id, u64 t, bool cut)
+{
+	/* One drain at a time: an earlier one stops being waited for. */
+	if (c->drainer >= 0)
+		gs_drain_lapse(c, t);
+	c->drainer = id;
+	c->drain_start = t;
+	c->drain_cut = cut ? 1 : 0;
+	/* The hold was of the slice that ended; the drain carries it on. */
+	c->vgpu[id].holding = 0;
+}
+
+/* The current slice ends at t: its owner had the card since its start. */
+static void gs_slice_close(struct gs_card *c, u64 t)
+{
+	if (c->owner >= 0 && t > c->slice_start)
+		c->vgpu[c->owner].granted_ns += t - c->slice_start;
+}
+
+/*
+ * A late release at now of vGPU id's lapsed drain: its work ran until now
+ * (at most GS_DRAIN_MAX_NS past its slice's end), in the next owners'
+ * slices: it owes the late part. Later drains ran behind it on the engine
+ * (c->clear_ns): they owe only their time after it.
+ */
+static void gs_late_release(struct gs_card *c, int id, u64 now)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 end = now < v->lapse_cap ? now : v->lapse_cap, late;
+
+	v->lapsed = 0;
+	if (end <= v->lapse_from)
+		return;
+	late = end - v->lapse_from;
+	v->granted_ns += late;
+	gs_charge(c, id, late, late);
+	if (end > c->clear_ns)
+		c->clear_ns = end;
+}
+
+/*
+ * Starts the slice at c->slice_start, one slice long. Its owner was
+ * granted a new slice: a late release of an earlier lapsed drain owes
+ * nothing more. An owner that is the drainer takes its drain back into
+ * its own slice.
+ */
 static void gs_begin(struct gs_card *c, u64 now)
 {
+	struct gs_vgpu *v;
+
 	c->owner = gs_pick(c, now, &c->pos, &c->shared_rr, &c->high_rr, true);
 	c->slice_end = c->slice_start + c->cfg.slice_ns;
 	c->handovers++;
-	if (c->owner >= 0)
-		c->vgpu[c->owner].slices++;
-	else if (c->owner == GS_OWNER_NONE)
+	if (c->owner == GS_OWNER_NONE)
 		c->idle_slices++;
+	if (c->owner < 0)
+		return;
+	v = &c->vgpu[c->owner];
+	v->slices++;
+	/* Not released by its next slice: as if it released now. */
+	if (v->lapsed)
+		gs_late_release(c, c->owner, c->slice_start);
+	if (c->owner == c->drainer) {
+		gs_drain_end(c, c->slice_start);
+		v->holding = 1;
+	}
 }
 
-/* Charges vGPU id for running past its slice's end until now. */
-static void gs_charge_overrun(struct gs_card *c, int id, u64 now)
+/*
+ * The current slice is over at now (now >= slice_end): begins the slice
+ * covering now. A holding owner hands the card on at once and drains
+ * behind the next owner, whose slice is provisionally a drain bound
+ * longer (gs_vgpu_drained moves its end earlier); picked again, it keeps
+ * the card. A late caller skips the slices it missed.
+ */
+static void gs_handover(struct gs_card *c, u64 now)
 {
-	struct gs_vgpu *v = &c->vgpu[id];
-	u64 over = now > c->slice_end ? now - c->slice_end : 0;
-	u64 cap = (u64)c->cfg.max_inst * c->cfg.slice_ns;
+	u64 e = c->slice_end, slice = c->cfg.slice_ns;
+	u64 bound = gs_bound_of(c, false), k;
+	int old = c->owner;
+	bool held = old >= 0 && c->vgpu[old].holding;
 
-	v->holding = 0;
-	v->overrun_ns += over;
-	/* At most a period owed: one bad slice must not starve it for long. */
-	v->debt_ns = v->debt_ns + over > cap ? cap : v->debt_ns + over;
-}
-
-/* The owner's slice is over and it holds the card: drain, or hand on. */
-static bool gs_draining(const struct gs_card *c)
-{
-	return c->owner >= 0 && c->vgpu[c->owner].holding;
+	gs_slice_close(c, e);
+	if (held && now < e + bound + slice) {
+		c->slice_start = e;
+		gs_begin(c, now);
+		if (c->owner != old) {
+			gs_drain_begin(c, old, e, false);
+			c->slice_end = e + bound + slice;
+		}
+		return;
+	}
+	if (held && gs_peek_next(c, now) != old) {
+		/* So late that the drain lapsed unreleased long ago. */
+		gs_drain_begin(c, old, e, false);
+		gs_drain_lapse(c, e + bound);
+		e += bound;
+	}
+	k = gs_div64(now - e, slice);
+	c->missed_slices += k;
+	c->slice_start = e + k * slice;
+	gs_begin(c, now);
 }
 
 int gs_tick(struct gs_card *c, u64 now)
 {
-	u64 k;
+	u64 lapse;
 
 	if (!c->started) {
 		c->started = 1;
@@ -521,22 +674,15 @@ int gs_tick(struct gs_card *c, u64 now)
 		gs_begin(c, now);
 		return c->owner;
 	}
-	if (now < c->slice_end)
-		return c->owner;
-	if (gs_draining(c)) {
-		if (now - c->slice_end < GS_DRAIN_MAX_NS)
+	for (;;) {
+		lapse = c->drain_start + gs_drain_bound(c);
+		/* It never said its work ran: the whole bound is its debt. */
+		if (c->drainer >= 0 && now >= lapse)
+			gs_drain_lapse(c, lapse);
+		if (now < c->slice_end)
 			return c->owner;
-		/* It never said its work ran: all of the wait is its debt. */
-		gs_charge_overrun(c, c->owner, now);
-		c->slice_start = now;
-		gs_begin(c, now);
-		return c->owner;
+		gs_handover(c, now);
 	}
-	k = gs_div64(now - c->slice_end, c->cfg.slice_ns);
-	c->missed_slices += k;
-	c->slice_start = c->slice_end + k * c->cfg.slice_ns;
-	gs_begin(c, now);
-	return c->owner;
 }
 
 int gs_vgpu_hold(struct gs_card *c, int id, bool holding)
@@ -557,25 +703,78 @@ int gs_vgpu_watch(struct gs_card *c, int id, bool watches)
 
 bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 {
+	u64 handovers = c->handovers, end;
+	struct gs_vgpu *v;
+
 	if (!gs_valid_id(c, id))
 		return false;
-	if (!c->started || c->owner != id || now < c->slice_end ||
-	    !c->vgpu[id].holding) {
-		/* In its slice, or the card moved on already: nothing owed. */
-		c->vgpu[id].holding = 0;
+	v = &c->vgpu[id];
+	if (!c->started) {
+		v->holding = 0;
 		return false;
 	}
-	gs_charge_overrun(c, id, now);
-	/* The next slice starts when the card is free, not on the old grid. */
-	c->slice_start = now;
-	gs_begin(c, now);
-	return true;
+	/* A slice that ended unticked hands over first (id may drain). */
+	gs_tick(c, now);
+	if (c->drainer == id) {
+		gs_drain_end(c, now);
+		/* The next owner's slice is whole after the drain. */
+		end = now + c->cfg.slice_ns;
+		if (end < c->slice_end)
+			c->slice_end = end;
+		return true;
+	}
+	if (c->owner != id && v->lapsed)
+		gs_late_release(c, id, now);
+	/* In its slice, or the card moved on already: nothing more owed. */
+	v->holding = 0;
+	return c->handovers != handovers;
+}
+
+u64 gs_vgpu_granted_ns(const struct gs_card *c, int id, u64 now)
+{
+	const struct gs_vgpu *v;
+	u64 g, end;
+
+	if (!gs_valid_id(c, id))
+		return 0;
+	v = &c->vgpu[id];
+	g = v->granted_ns;
+	if (c->started && c->owner == id && now > c->slice_start) {
+		end = now < c->slice_end ? now : c->slice_end;
+		g += end - c->slice_start;
+	}
+	if (c->drainer == id && now > c->drain_start) {
+		end = c->drain_start + gs_drain_bound(c);
+		end = now < end ? now : end;
+		g += end - c->drain_start;
+	}
+	return g;
+}
+
+u64 gs_vgpu_overrun_ns(const struct gs_card *c, int id)
+{
+	return gs_valid_id(c, id) ? c->vgpu[id].overrun_ns : 0;
+}
+
+/* Does a high-priority vGPU with a process have work waiting? */
+static bool gs_high_waits(const struct gs_card *c)
+{
+	int i;
+
+	for (i = 0; i < GS_MAX_VGPUS; i++) {
+		const struct gs_vgpu *v = &c->vgpu[i];
+
+		if (v->in_use && v->high && v->nprocs && v->pending)
+			return true;
+	}
+	return false;
 }
 
 bool gs_preempt(struct gs_card *c, u64 now)
 {
 	const struct gs_vgpu *o;
-	int i;
+	u64 from;
+	int old = c->owner;
 
 	if (!c->started || !c->nhigh || now >= c->slice_end ||
 	    !gs_policy_has_priority(c->cfg.policy))
@@ -585,25 +784,38 @@ bool gs_preempt(struct gs_card *c, u64 now)
 	 * only a holder or processes that watch for the cut (and drain what
 	 * they queued) give the slice up early.
 	 */
-	if (c->owner >= 0) {
-		o = &c->vgpu[c->owner];
+	if (old >= 0) {
+		o = &c->vgpu[old];
 		if (o->high || !(o->holding || o->watches))
 			return false;
 	}
-	for (i = 0; i < GS_MAX_VGPUS; i++) {
-		const struct gs_vgpu *v = &c->vgpu[i];
-
-		if (v->in_use && v->high && v->nprocs && v->pending) {
-			c->slice_end = now;
-			return true;
-		}
-	}
-	return false;
+	if (!gs_high_waits(c))
+		return false;
+	/* The card is handed on now: the holder drains behind, briefly. */
+	gs_slice_close(c, now);
+	if (old >= 0 && c->vgpu[old].holding)
+		gs_drain_begin(c, old, now, true);
+	c->slice_start = now;
+	gs_begin(c, now);
+	from = now;
+	if (c->drainer >= 0 && c->drain_start + gs_drain_bound(c) > from)
+		from = c->drain_start + gs_drain_bound(c);
+	c->slice_end = from + c->cfg.slice_ns;
+	return true;
 }
 
 u64 gs_next_change(const struct gs_card *c)
 {
-	return gs_draining(c) ? c->slice_end + GS_DRAIN_MAX_NS : c->slice_end;
+	u64 lapse = c->drain_start + gs_drain_bound(c);
+
+	if (c->drainer >= 0 && lapse < c->slice_end)
+		return lapse;
+	return c->slice_end;
+}
+
+int gs_drainer(const struct gs_card *c)
+{
+	return c->drainer;
 }
 
 int gs_owner(const struct gs_card *c)

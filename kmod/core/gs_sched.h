@@ -45,11 +45,13 @@
 #define GS_RECLAIM_DEFAULT_NS	(100 * GS_NS_PER_MS)
 #define GS_QUOTA_STEP		5
 /*
- * How long a slice's owner that holds the card past the slice's end
- * (draining the work it queued in it: gs_vgpu_hold) may keep it before
- * the card moves on anyway. Its overrun is owed to its later slices.
+ * The most overrun one slice is ever charged: a holder that releases late
+ * (its work really ran that long) owes at most this much past the slice's
+ * end. How long the card waits for a holder is gs_drain_bound().
  */
 #define GS_DRAIN_MAX_NS		(100 * GS_NS_PER_MS)
+/* The drain bound of a slice a high-priority vGPU cut short. */
+#define GS_CUT_DRAIN_MAX_NS	(5 * GS_NS_PER_MS)
 #define GS_QUOTA_MAX		100
 
 /* Owners that are not a vGPU id. */
@@ -76,12 +78,15 @@ struct gs_vgpu {
 	u8 worked;		/* gs_vgpu_note_work called at least once */
 	u8 holding;		/* work queued in its slice may still run */
 	u8 watches;		/* its processes drain when a slice is cut */
-	u8 pad;
+	u8 lapsed;		/* its last drain lapsed, not released yet */
 	u32 nprocs;		/* processes holding the GPU */
 	u64 debt_ns;		/* overrun owed to its next slices */
 	u64 overrun_ns;		/* overrun charged in all (statistics) */
 	u64 last_work_ns;	/* time of the last gs_vgpu_note_work */
 	u64 slices;		/* slices granted (statistics) */
+	u64 granted_ns;		/* time owned, closed slices and drains */
+	u64 lapse_from;		/* lapsed: charged until here so far */
+	u64 lapse_cap;		/* lapsed: never charged past here */
 };
 
 struct gs_card {
@@ -97,6 +102,10 @@ struct gs_card {
 	u32 started;		/* the first gs_tick happened */
 	u64 slice_start;
 	u64 slice_end;		/* the owner may run while now < slice_end */
+	s32 drainer;		/* the last owner, draining: GS_OWNER_NONE */
+	u32 drain_cut;		/* the drain is of a slice cut by priority */
+	u64 drain_start;	/* the drainer's slice ended here */
+	u64 clear_ns;		/* the engine ran earlier drains' work until */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */
@@ -145,23 +154,50 @@ u64 gs_slice_end(const struct gs_card *c);
 /*
  * Draining (callers that fence their work at slice ends: the shim, over
  * the schedule file or the module's ACQUIRE_HOLD). gs_vgpu_hold(c, id,
- * true) says vGPU id was granted a slice and may have work queued in it.
- * When its slice ends while it
- * holds, the card waits for it, at most GS_DRAIN_MAX_NS: gs_tick keeps it
- * the owner with its slice over (nobody may launch), and gs_vgpu_drained(c,
- * id, now), once its work has run, hands the card on at now. The time
- * past the slice's end is the vGPU's debt: its next slices are shortened
- * or skipped by as much, so that its share counts the time its work took,
- * not the time it was granted. A vGPU that never holds is never waited
- * for.
+ * true) says vGPU id was granted the current slice and may have work
+ * queued in it. When that slice ends while it holds, the card is handed
+ * on at once (early handover): the next owner may launch, its work queued
+ * behind the holder's tail, and the holder becomes the card's drainer
+ * (c->drainer, from c->drain_start = the old slice's end). The next
+ * owner's slice ends provisionally at drain_start + gs_drain_bound(c) +
+ * slice_ns. gs_vgpu_drained(c, id, t) from the drainer ends the drain:
+ * t - drain_start is its debt, and the new owner's slice ends at t +
+ * slice_ns, whole in engine time. Without it the drain lapses at
+ * drain_start + bound: the bound is its debt. The debt shortens or skips
+ * the vGPU's next slices, so that its share counts the time its work
+ * took. When the next pick is the holder itself, it keeps the card: no
+ * drain, nothing owed. A vGPU that never holds is never a drainer.
  */
 int gs_vgpu_hold(struct gs_card *c, int id, bool holding);
 
 /*
- * vGPU id's work has drained at now (its hold ends). Returns true when
- * that ended a drain and began a new slice (callers publish and wake).
+ * How long the card waits for the drainer of the current drain (or, with
+ * none, for the owner of the current slice once it ends):
+ * min(slice_ns, GS_DRAIN_MAX_NS), and for a slice cut by priority
+ * min(that, GS_CUT_DRAIN_MAX_NS).
+ */
+u64 gs_drain_bound(const struct gs_card *c);
+
+/*
+ * vGPU id's work has drained at now (its hold ends). The card is first
+ * advanced to now (gs_tick). From the drainer: ends the drain, moves the
+ * current slice's end earlier and returns true (callers republish and
+ * wake); true too when advancing began a slice. From a vGPU whose drain
+ * lapsed and which was granted no slice since (a late release): charges
+ * min(now, drain_start + GS_DRAIN_MAX_NS) - (the lapse) more debt, its
+ * work having run that long, and returns false. In its own slice:
+ * nothing owed, false.
  */
 bool gs_vgpu_drained(struct gs_card *c, int id, u64 now);
+
+/*
+ * Time vGPU id owned the card until now: each of its slices from start to
+ * end (or cut, or now), the time it drained as drainer, and the late time
+ * charged at a late release. Its total drain overrun: gs_vgpu_overrun_ns.
+ * 0 for an unknown id.
+ */
+u64 gs_vgpu_granted_ns(const struct gs_card *c, int id, u64 now);
+u64 gs_vgpu_overrun_ns(const struct gs_card *c, int id);
 
 /*
  * vGPU id's processes watch for a cut slice and drain what they queued in
@@ -174,18 +210,23 @@ int gs_vgpu_watch(struct gs_card *c, int id, bool watches);
 /*
  * Priority: when a high-priority vGPU has work waiting and the slice is
  * idle, held by a low-priority vGPU (gs_vgpu_hold) or owned by one whose
- * processes watch (gs_vgpu_watch), ends that slice at now (a holder
- * drains first, and the card goes to the high-priority vGPU). Returns
- * true when it cut the slice short.
+ * processes watch (gs_vgpu_watch), ends that slice at now and begins the
+ * next at once: the high-priority vGPU may launch now, its work queued
+ * behind the holder's, which drains as the drainer, bounded by
+ * GS_CUT_DRAIN_MAX_NS. Returns true when it cut the slice short (callers
+ * republish and wake).
  */
 bool gs_preempt(struct gs_card *c, u64 now);
 
 /*
- * When the current slice's owner may change next: its end, or while the
- * card waits for a draining owner, the drain's bound. Timers and sleepers
- * wait until then (or for gs_vgpu_drained).
+ * When the card changes next: while a drain is on, its bound
+ * (drain_start + gs_drain_bound), else the slice's end. Timers and
+ * sleepers wait until then (or for gs_vgpu_drained).
  */
 u64 gs_next_change(const struct gs_card *c);
+
+/* The current drainer (GS_OWNER_NONE: none). */
+int gs_drainer(const struct gs_card *c);
 
 /* Who gs_tick would hand the card to at slice_end, given activity at now. */
 int gs_peek_next(const struct gs_card *c, u64 now);

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "9850d1d0b4f424fbc7be93dc1c2fba473d69892557b9b72780783019157c042f"
+const cSourcesHash = "3e3ada064cddd9ed363c2215464f731598fe5bd3f0e809d4321d6197a82ec3a6"

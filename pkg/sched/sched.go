@@ -248,9 +248,10 @@ func (c *Card) NoteWork(id int, now uint64, pending bool) error {
 	return nil
 }
 
-// Hold records that vGPU id was granted a slice and may have work queued
-// in it (holding), or not: a holding owner's slice end waits for its
-// Release, at most DrainMax.
+// Hold records that vGPU id was granted the current slice and may have
+// work queued in it (holding), or not. When a holding owner's slice ends,
+// the card is handed on at once and the owner drains behind the next one
+// (Drainer), until its Release, at most DrainBound.
 func (c *Card) Hold(id int, holding bool) error {
 	if rc := C.gs_vgpu_hold(&c.c, cid(id), C.bool(holding)); rc != 0 {
 		return errOf(rc)
@@ -268,9 +269,13 @@ func (c *Card) Watch(id int, watches bool) error {
 	return nil
 }
 
-// Release says vGPU id's work has drained at now. It reports whether that
-// ended a drain and began a new slice at now; the time past the slice's
-// end becomes the vGPU's debt.
+// Release says vGPU id's work has drained at now (the card is advanced to
+// now first). From the drainer it ends the drain, the time past its
+// slice's end becomes its debt and the current slice ends a slice after
+// now: it reports true (republish), as when advancing began a slice. A
+// late release, after the drain lapsed and before the vGPU was granted a
+// new slice, owes its real overrun (at most DrainMax past its slice) and
+// reports false.
 func (c *Card) Release(id int, now uint64) bool {
 	return bool(C.gs_vgpu_drained(&c.c, cid(id), C.u64(now)))
 }
@@ -279,9 +284,33 @@ func (c *Card) Release(id int, now uint64) bool {
 // vGPU has work waiting; it reports whether it did.
 func (c *Card) Preempt(now uint64) bool { return bool(C.gs_preempt(&c.c, C.u64(now))) }
 
-// NextChange is when the owner may change next: the slice's end, or the
-// drain's bound while the card waits for a holding owner.
+// NextChange is when the card changes next: the drain's bound while a
+// drain is on, else the slice's end.
 func (c *Card) NextChange() uint64 { return uint64(C.gs_next_change(&c.c)) }
+
+// Drainer is the vGPU draining behind the current slice's owner (its
+// slice ended while it held), or None.
+func (c *Card) Drainer() int { return int(C.gs_drainer(&c.c)) }
+
+// DrainStart is when the current drain began (the drainer's slice end).
+func (c *Card) DrainStart() uint64 { return uint64(c.c.drain_start) }
+
+// DrainBound is how long the card waits for the current drainer (with
+// none, for a holder whose slice ends): min(slice, DrainMax), and after a
+// priority cut at most CutDrainMax.
+func (c *Card) DrainBound() uint64 { return uint64(C.gs_drain_bound(&c.c)) }
+
+// Granted is the time vGPU id owned the card until now: its slices from
+// start to end (or cut, or now), its drains and the late overrun charged
+// at late releases. 0 for an unknown id.
+func (c *Card) Granted(id int, now uint64) uint64 {
+	return uint64(C.gs_vgpu_granted_ns(&c.c, cid(id), C.u64(now)))
+}
+
+// Overrun is the drain overrun vGPU id was charged in all.
+func (c *Card) Overrun(id int) uint64 {
+	return uint64(C.gs_vgpu_overrun_ns(&c.c, cid(id)))
+}
 
 // Debt is the overrun vGPU id still owes its next slices, and the overrun
 // it was charged in all.
@@ -292,8 +321,12 @@ func (c *Card) Debt(id int) (owed, total uint64) {
 	return uint64(c.c.vgpu[id].debt_ns), uint64(c.c.vgpu[id].overrun_ns)
 }
 
-// DrainMax bounds how long a holding owner keeps the card past its slice.
+// DrainMax is the most overrun one slice is ever charged, and the longest
+// drain bound (a slice of 100 ms).
 const DrainMax = uint64(C.GS_DRAIN_MAX_NS)
+
+// CutDrainMax bounds the drain of a slice a high-priority vGPU cut short.
+const CutDrainMax = uint64(C.GS_CUT_DRAIN_MAX_NS)
 
 // Active reports whether vGPU id counts as active at now: a process holds
 // the GPU and it has work waiting or worked within the reclaim window.
@@ -310,6 +343,9 @@ func (c *Card) Owner() int { return int(C.gs_owner(&c.c)) }
 
 // SliceEnd is when the current slice ends.
 func (c *Card) SliceEnd() uint64 { return uint64(C.gs_slice_end(&c.c)) }
+
+// SliceStart is when the current slice began (it never changes after).
+func (c *Card) SliceStart() uint64 { return uint64(c.c.slice_start) }
 
 // PeekNext is who Tick would hand the card to at SliceEnd, given the
 // activity at now.
