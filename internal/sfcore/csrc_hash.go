@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "c8f1f7cccde1a71e78bddddd19462b88b66d78cdfd0c89d35c01f0eacd632ae7"
+const cSourcesHash = "d9747d68e089626d233da11bb7ae4ccaf1c2e6fc46dcc76d591dcae2aea8dc41"

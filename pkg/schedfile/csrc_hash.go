@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "5ea18453f0762e4fc0cac0865764017482b00f763ff82f61a60abd1ca02d44b9"
+const cSourcesHash = "ef7bfc10d9a8fcb01e546a0b7740fb28214b2aaac1d7c2ee498c92acdf01bc93"
