@@ -50,22 +50,19 @@
  * of the stream it launches on); what changes, changes under the card's
  * lock, taken once per slice and on the slow path.
  *
- * This file launches and takes the slow path; gate_fence.c fences,
+ * This file launches and takes the slow path; gate_fencer.c runs the
+ * fencer thread and the fence-and-release, gate_fence.c fences,
  * gate_budget.c keeps the launch budget, gate_resolve.c decides which
  * cards are gated, gate_kmod.c makes the module's calls.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 #include "gate_int.h"
 #include "sched_file.h"
 
-/* A fence that returned sooner found nothing of ours still running. */
-#define GS_FENCE_WAITED_NS 100000ULL
 /* Refusals of one card logged at most once a second. */
 #define GS_REFUSAL_LOG_NS 1000000000ULL
 /* The gated cards, for the fork handler. */
@@ -79,14 +76,6 @@ static inline void cpu_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* The child of a fork has not launched anything, nor acquired. */
@@ -135,7 +124,7 @@ void gs_gate_track(struct gs_gate_card *g)
 static CUresult refuse(struct gs_card *c, const char *what, const char *why)
 {
 	struct gs_gate_card *g = &c->gate;
-	uint64_t now = now_ns();
+	uint64_t now = gs_gate_now();
 	uint64_t prev = __atomic_load_n(&g->last_log, __ATOMIC_RELAXED);
 
 	if ((!prev || now - prev >= GS_REFUSAL_LOG_NS) &&
@@ -149,7 +138,7 @@ static CUresult refuse(struct gs_card *c, const char *what, const char *why)
  * A consistent (owner, start, end) of the card's slice; false when torn
  * too often. start is 0 where there is no page.
  */
-static bool read_slice3(const struct gs_gate_card *g, int32_t *owner,
+bool gs_gate_read_slice(const struct gs_gate_card *g, int32_t *owner,
 			uint64_t *start, uint64_t *end)
 {
 	const struct gpuslice_sched_page *p = g->page;
@@ -183,7 +172,7 @@ static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
 {
 	uint64_t start;
 
-	return read_slice3(g, owner, &start, end);
+	return gs_gate_read_slice(g, owner, &start, end);
 }
 
 /*
@@ -191,7 +180,7 @@ static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
  * start where the page has one, since an early drain moves the end of a
  * slice earlier (kmod/core: the handover), and that is no new slice.
  */
-static bool same_slice(const struct gs_gate_card *g, uint64_t start,
+bool gs_gate_same_slice(const struct gs_gate_card *g, uint64_t start,
 		       uint64_t end)
 {
 	uint64_t seen = __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED);
@@ -199,18 +188,6 @@ static bool same_slice(const struct gs_gate_card *g, uint64_t start,
 	if (!seen)
 		return false;
 	return start && g->seen_start ? start == g->seen_start : end == seen;
-}
-
-/*
- * The fast check. OWNER_ALL does not pass it: on a card whose vGPU was
- * gated the page says so only once the card was emptied (OWNER_NONE) and
- * configured anew, this process's vGPU gone, and ACQUIRE is the one to
- * say what then holds (-ENODEV for a vGPU removed).
- */
-static bool may_run(const struct gs_gate_card *g, int32_t owner,
-		    uint64_t end, uint64_t now)
-{
-	return owner == __atomic_load_n(&g->id, __ATOMIC_RELAXED) && now < end;
 }
 
 /*
@@ -223,7 +200,7 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t start,
 				   uint64_t end, uint64_t now, CUcontext ctx,
 				   CUstream s)
 {
-	if (!same_slice(g, start, end)) {
+	if (!gs_gate_same_slice(g, start, end)) {
 		if (g->first_ns) {
 			uint64_t stop = now < g->seen_end ? now : g->seen_end;
 
@@ -261,7 +238,7 @@ static void wait_out_slice_locked(struct gs_gate_card *g)
 		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
 			      0;
 		if (!read_slice(g, &owner, &end) ||
-		    !may_run(g, owner, end, now_ns()))
+		    !gs_gate_may_run(g, owner, end, gs_gate_now()))
 			return;
 		if (g->sf)
 			gs_sf_page_wait(g->page, seq & ~1u, end);
@@ -280,7 +257,7 @@ static void launch_in_found_slice_locked(struct gs_gate_card *g,
 					 uint64_t now, CUcontext ctx,
 					 CUstream s)
 {
-	if (!same_slice(g, start, end)) {
+	if (!gs_gate_same_slice(g, start, end)) {
 		if (g->sf)
 			gs_sf_hold(g->sf);
 		else
@@ -297,36 +274,17 @@ static void launch_in_found_slice_locked(struct gs_gate_card *g,
  * than after our drain, or gives us our next slice straight away when we
  * are the next pick, without a drain.
  */
-static bool slice_ours_locked(struct gs_gate_card *g, int32_t *owner,
+bool gs_gate_slice_ours_locked(struct gs_gate_card *g, int32_t *owner,
 			      uint64_t *start, uint64_t *end)
 {
-	if (read_slice3(g, owner, start, end) &&
-	    may_run(g, *owner, *end, now_ns()))
+	if (gs_gate_read_slice(g, owner, start, end) &&
+	    gs_gate_may_run(g, *owner, *end, gs_gate_now()))
 		return true;
 	if (!g->sf || *owner != __atomic_load_n(&g->id, __ATOMIC_RELAXED))
 		return false;
 	gs_sf_tick(g->sf);
-	return read_slice3(g, owner, start, end) &&
-	       may_run(g, *owner, *end, now_ns());
-}
-
-/*
- * The fencer found the card ours with work queued: a slice of ours it did
- * not see begin (we are the next pick) is held, so that its end waits for
- * our fence as if the application had launched in it; the lock held.
- */
-static void keep_slice_locked(struct gs_gate_card *g, uint64_t start,
-			      uint64_t end)
-{
-	if (!same_slice(g, start, end)) {
-		if (g->sf)
-			gs_sf_hold(g->sf);
-		else
-			gs_gate_kmod_hold(g);
-		__atomic_store_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
-	}
-	g->seen_start = start;
-	__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
+	return gs_gate_read_slice(g, owner, start, end) &&
+	       gs_gate_may_run(g, *owner, *end, gs_gate_now());
 }
 
 static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
@@ -345,8 +303,8 @@ static CUresult slice_begins(struct gs_card *c, const char *what,
 	int32_t owner;
 
 	pthread_mutex_lock(&g->lock);
-	if (!g->fencing && read_slice3(g, &owner, &start, &end) &&
-	    may_run(g, owner, end, now = now_ns())) {
+	if (!g->fencing && gs_gate_read_slice(g, &owner, &start, &end) &&
+	    gs_gate_may_run(g, owner, end, now = gs_gate_now())) {
 		launch_in_found_slice_locked(g, start, end, now, ctx, s);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
@@ -402,116 +360,6 @@ void gs_gate_before_capture(CUstream s, bool ptsz)
 }
 
 /*
- * The slice is over: fence the queued work, report it and declare the
- * queue empty. The card's lock held, dropped while the fence waits (a
- * thread that comes to the slow path meanwhile waits for the fence's
- * end, wait_fence_locked) and held again on return.
- */
-static void fence_and_release_locked(struct gs_gate_card *g)
-{
-	uint64_t t0 = now_ns(), t1, busy = g->busy_ns, first = g->first_ns;
-	uint64_t seen = __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED);
-	uint32_t n = __atomic_exchange_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
-	struct gs_fence_set *set = gs_fence_take_locked(g);
-
-	g->busy_ns = 0;
-	g->first_ns = 0;
-	g->active = false;
-	g->seen_start = 0;
-	__atomic_store_n(&g->seen_end, 0, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&g->lock);
-	gs_fence_wait(set, gs_fence_deadline(seen, t0));
-	t1 = now_ns();
-	pthread_mutex_lock(&g->lock);
-	if (first) {
-		uint64_t stop = t1 - t0 >= GS_FENCE_WAITED_NS ? t1 :
-				t0 < seen ? t0 : seen;
-
-		if (stop > first)
-			busy += stop - first;
-	}
-	gs_budget_update(g, n, t1 - t0 >= GS_FENCE_WAITED_NS && t1 > seen ?
-			    t1 - seen : 0);
-	/* The card waits for this (the drain) before passing on. */
-	if (g->sf)
-		gs_sf_release(g->sf, busy);
-	else
-		gs_gate_kmod_release(g, busy);
-	gs_fence_done_locked(g);
-}
-
-/*
- * The fencer. A thread per gated card that, once the process launched in
- * a slice, sleeps until the slice ends or is cut short by a high-priority
- * neighbour (no module: the page's sequence changes, a futex; module:
- * WAIT), then fences and releases, so that the card, which waits for our
- * drain, passes on as soon as our work has run, whether the application
- * launches again or not. The slow path still fences first when it gets
- * there first. A wake-up is not the slice's end: the page is read again,
- * and the thread sleeps on while the card is ours (an early drain moved
- * the end earlier; we are the next pick).
- */
-static void *fencer_main(void *arg)
-{
-	struct gs_gate_card *g = arg;
-	uint64_t start, end;
-	int32_t owner;
-	uint32_t seq;
-
-	/*
-	 * The card waits for this thread's release at every slice's end:
-	 * the default 50 us of timer slack would be 50 us of idle GPU.
-	 */
-	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-	pthread_mutex_lock(&g->lock);
-	for (;;) {
-		while (!g->active)
-			pthread_cond_wait(&g->fence_cv, &g->lock);
-		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
-			      0;
-		if (!slice_ours_locked(g, &owner, &start, &end)) {
-			fence_and_release_locked(g);
-			continue;
-		}
-		/*
-		 * Ours: the same slice (its end may have moved earlier: the
-		 * sleep below wakes at the new end) or our next one.
-		 */
-		keep_slice_locked(g, start, end);
-		pthread_mutex_unlock(&g->lock);
-		if (g->sf)
-			gs_sf_page_wait(g->page, seq & ~1u, end);
-		else
-			gs_gate_kmod_wait_slice(g, end);
-		pthread_mutex_lock(&g->lock);
-	}
-	return NULL;
-}
-
-/* Starts the card's fencer, its signals blocked; the card's lock held. */
-static void start_fencer_locked(struct gs_card *c)
-{
-	struct gs_gate_card *g = &c->gate;
-	sigset_t all, old;
-	pthread_t t;
-	int err;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&t, NULL, fencer_main, g);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	g->fencer = true;	/* tried: once per process */
-	if (err) {
-		gs_warn("card %d: no fencer thread (%s): slices end when this process launches again",
-			c->index, strerror(err));
-		/* Module: nobody would release at the slice's end; do not hold. */
-		g->no_hold = true;
-		return;
-	}
-	pthread_detach(t);
-}
-
-/*
  * Waits for the vGPU's next slice, from the schedule file or the module:
  * 0 and its end in *end, or an errno and *why for the refusal. EINTR is
  * retried: a signal does not refuse a launch.
@@ -536,7 +384,7 @@ static int acquire_slice(struct gs_gate_card *g, uint64_t *start,
 		;
 	*end = a.slice_end_ns;
 	/* The page says when the slice began, if it still shows it. */
-	if (!err && g->page && read_slice3(g, &owner, &pstart, &pend) &&
+	if (!err && g->page && gs_gate_read_slice(g, &owner, &pstart, &pend) &&
 	    owner == g->id && pend <= a.slice_end_ns)
 		*start = pstart;
 	*why = err == ENODEV ? "its vGPU was removed from " GPUSLICE_DEVICE :
@@ -567,28 +415,28 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
 	 * found the slice's work run.
 	 */
 	if (gs_over_budget(g) &&
-	    !(slice_ours_locked(g, &owner, &start, &end) &&
+	    !(gs_gate_slice_ours_locked(g, &owner, &start, &end) &&
 	      gs_budget_warm_locked(g, end))) {
 		wait_out_slice_locked(g);
-	} else if (slice_ours_locked(g, &owner, &start, &end)) {
-		launch_in_found_slice_locked(g, start, end, now_ns(), ctx, s);
+	} else if (gs_gate_slice_ours_locked(g, &owner, &start, &end)) {
+		launch_in_found_slice_locked(g, start, end, gs_gate_now(), ctx, s);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
 	if (g->active)
-		fence_and_release_locked(g);
+		gs_gate_fence_and_release_locked(g);
 	if (acquire_slice(g, &start, &end, &why)) {
 		pthread_mutex_unlock(&g->lock);
 		return refuse(c, what, why);
 	}
 	if (!g->fencer)
-		start_fencer_locked(c);
+		gs_gate_start_fencer_locked(c);
 	__atomic_store_n(&g->acq_end, end, __ATOMIC_RELEASE);
 	/*
 	 * The slice is granted: launch in it however little of it is left,
 	 * or a slow process would never launch at all.
 	 */
-	launch_in_slice_locked(g, start, end, now_ns(), ctx, s);
+	launch_in_slice_locked(g, start, end, gs_gate_now(), ctx, s);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
 }
@@ -625,7 +473,7 @@ CUresult gs_gate_launch(const char *what, CUstream s, bool ptsz)
 			      "the card's schedule file cannot be used (see above)");
 	/* The fast path. */
 	if (__builtin_expect(read_slice(g, &owner, &end), 1) &&
-	    may_run(g, owner, end, now = now_ns())) {
+	    gs_gate_may_run(g, owner, end, now = gs_gate_now())) {
 		if (__builtin_expect(
 			    __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) ==
 				    end,

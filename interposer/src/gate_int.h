@@ -19,6 +19,46 @@
  */
 void gs_gate_track(struct gs_gate_card *g);
 
+#include <time.h>
+
+static inline uint64_t gs_gate_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The fast check. OWNER_ALL does not pass it: on a card whose vGPU was
+ * gated the page says so only once the card was emptied (OWNER_NONE) and
+ * configured anew, this process's vGPU gone, and ACQUIRE is the one to
+ * say what then holds (-ENODEV for a vGPU removed).
+ */
+static inline bool gs_gate_may_run(const struct gs_gate_card *g, int32_t owner,
+		    uint64_t end, uint64_t now)
+{
+	return owner == __atomic_load_n(&g->id, __ATOMIC_RELAXED) && now < end;
+}
+
+/*
+ * gate.c: the card's slice (owner, start, end; start 0 without a page);
+ * false when torn too often.
+ */
+bool gs_gate_read_slice(const struct gs_gate_card *g, int32_t *owner,
+			uint64_t *start, uint64_t *end);
+/* Whether (start, end) is the slice of the latest launch. */
+bool gs_gate_same_slice(const struct gs_gate_card *g, uint64_t start,
+			uint64_t end);
+/* Whether the slice is ours now (file mode: advanced first); locked. */
+bool gs_gate_slice_ours_locked(struct gs_gate_card *g, int32_t *owner,
+			       uint64_t *start, uint64_t *end);
+
+/* gate_fencer.c: fence, report and release the slice's work; locked. */
+void gs_gate_fence_and_release_locked(struct gs_gate_card *g);
+/* Starts the card's fencer thread, once per process; locked. */
+void gs_gate_start_fencer_locked(struct gs_card *c);
+
 /* The launch budget (gate_budget.c): a process's first slices admit
  * GS_BUDGET_START launches, doubling; past GS_BUDGET_MAX it is lifted. */
 #define GS_BUDGET_MAX 1024U
