@@ -36,9 +36,9 @@ const (
 // interval, kmod/core gs_pays_debt).
 const (
 	engineRatioMin = 0.975 // pair over alone, gated and ungated
-	wallTol        = 3.0  // points of wall time, whole run
-	firstTol       = 6.0  // points, the first 100 ms interval
-	medianTol      = 4.0  // points, the median interval's error
+	wallTol        = 3.0   // points of wall time, whole run
+	firstTol       = 6.0   // points, the first 100 ms interval
+	medianTol      = 4.0   // points, the median interval's error
 )
 
 // measured is one tenant's run: its share of wall time and of each
