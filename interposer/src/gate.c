@@ -257,13 +257,20 @@ static void launch_in_found_slice_locked(struct gs_gate_card *g,
 					 uint64_t now, CUcontext ctx,
 					 CUstream s)
 {
-	if (!gs_gate_same_slice(g, start, end)) {
-		if (g->sf)
-			gs_sf_hold(g->sf);
-		else
-			gs_gate_kmod_hold(g);
-	}
+	gs_gate_hold_new_locked(g, start, end);
 	launch_in_slice_locked(g, start, end, now, ctx, s);
+}
+
+bool gs_gate_hold_new_locked(struct gs_gate_card *g, uint64_t start,
+			     uint64_t end)
+{
+	if (gs_gate_same_slice(g, start, end))
+		return false;
+	if (g->sf)
+		gs_sf_hold(g->sf);
+	else
+		gs_gate_kmod_hold(g);
+	return true;
 }
 
 /*

@@ -22,13 +22,8 @@
 static void keep_slice_locked(struct gs_gate_card *g, uint64_t start,
 			      uint64_t end)
 {
-	if (!gs_gate_same_slice(g, start, end)) {
-		if (g->sf)
-			gs_sf_hold(g->sf);
-		else
-			gs_gate_kmod_hold(g);
+	if (gs_gate_hold_new_locked(g, start, end))
 		__atomic_store_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
-	}
 	g->seen_start = start;
 	__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
 }

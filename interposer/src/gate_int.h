@@ -50,6 +50,12 @@ bool gs_gate_read_slice(const struct gs_gate_card *g, int32_t *owner,
 /* Whether (start, end) is the slice of the latest launch. */
 bool gs_gate_same_slice(const struct gs_gate_card *g, uint64_t start,
 			uint64_t end);
+/*
+ * A slice of ours not the latest launch's: held (its end waits for our
+ * fence), and true; the lock held.
+ */
+bool gs_gate_hold_new_locked(struct gs_gate_card *g, uint64_t start,
+			     uint64_t end);
 /* Whether the slice is ours now (file mode: advanced first); locked. */
 bool gs_gate_slice_ours_locked(struct gs_gate_card *g, int32_t *owner,
 			       uint64_t *start, uint64_t *end);
