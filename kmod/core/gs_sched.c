@@ -494,17 +494,16 @@ static u64 gs_debt_cap(const struct gs_card *c)
 }
 
 /*
- * vGPU id's work ran over ns past its slice's end (overrun, statistics),
- * and it owes owed ns to its next slices, in full (repaid a slice at a
- * time by gs_pays_debt).
+ * vGPU id's work ran over ns past its slice's end: owed to its next
+ * slices in full (repaid a slice at a time by gs_pays_debt).
  */
-static void gs_charge(struct gs_card *c, int id, u64 over, u64 owed)
+static void gs_charge(struct gs_card *c, int id, u64 over)
 {
 	struct gs_vgpu *v = &c->vgpu[id];
 	u64 cap = gs_debt_cap(c);
 
 	v->overrun_ns += over;
-	v->debt_ns = v->debt_ns + owed > cap ? cap : v->debt_ns + owed;
+	v->debt_ns = v->debt_ns + over > cap ? cap : v->debt_ns + over;
 }
 
 /* How long a drain is waited for: a slice, less after a priority cut. */
@@ -525,21 +524,14 @@ u64 gs_drain_bound(const struct gs_card *c)
 
 /*
  * The drainer's work has run at t (or the card stops waiting for it): it
- * had the card since drain_start, and owes the time its work ran, from
- * drain_start or, when an earlier drain's late work ran ahead of it on
- * the engine, from that work's end (c->clear_ns).
+ * had the card since drain_start, and owes that time.
  */
 static void gs_drain_end(struct gs_card *c, u64 t)
 {
-	u64 from = c->drain_start > c->clear_ns ? c->drain_start : c->clear_ns;
-
 	if (t < c->drain_start)
 		t = c->drain_start;
 	c->vgpu[c->drainer].granted_ns += t - c->drain_start;
-	if (t > from)
-		gs_charge(c, c->drainer, t - from, t - from);
-	if (t > c->clear_ns)
-		c->clear_ns = t;
+	gs_charge(c, c->drainer, t - c->drain_start);
 	c->drainer = GS_OWNER_NONE;
 	c->drain_cut = 0;
 }
@@ -580,24 +572,31 @@ static void gs_slice_close(struct gs_card *c, u64 t)
 }
 
 /*
- * A late release at now of vGPU id's lapsed drain: its work ran until now
- * (at most GS_DRAIN_MAX_NS past its slice's end), in the next owners'
- * slices: it owes the late part. Later drains ran behind it on the engine
- * (c->clear_ns): they owe only their time after it.
+ * A late release at now of vGPU id's lapsed drain, granted no slice
+ * since: its work ran until now (at most GS_DRAIN_MAX_NS past its slice's
+ * end): it owes the late part. The current slice's owner (or nobody, in
+ * an idle slice) lost that part of its slice to it, the engine running
+ * its work first: the current slice ends as much later. Returns true when
+ * it moved the slice's end.
  */
-static void gs_late_release(struct gs_card *c, int id, u64 now)
+static bool gs_late_release(struct gs_card *c, int id, u64 now)
 {
 	struct gs_vgpu *v = &c->vgpu[id];
-	u64 end = now < v->lapse_cap ? now : v->lapse_cap, late;
+	u64 end = now < v->lapse_cap ? now : v->lapse_cap, late, from;
 
 	v->lapsed = 0;
 	if (end <= v->lapse_from)
-		return;
+		return false;
 	late = end - v->lapse_from;
 	v->granted_ns += late;
-	gs_charge(c, id, late, late);
-	if (end > c->clear_ns)
-		c->clear_ns = end;
+	gs_charge(c, id, late);
+	/* The current owner's work waited behind it: its slice is whole. */
+	from = v->lapse_from > c->slice_start ? v->lapse_from : c->slice_start;
+	if (c->owner != id && end > from && now < c->slice_end) {
+		c->slice_end += end - from;
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -619,9 +618,8 @@ static void gs_begin(struct gs_card *c, u64 now)
 		return;
 	v = &c->vgpu[c->owner];
 	v->slices++;
-	/* Not released by its next slice: as if it released now. */
-	if (v->lapsed)
-		gs_late_release(c, c->owner, c->slice_start);
+	/* Its earlier drains are over: a late release owes nothing now. */
+	v->lapsed = 0;
 	if (c->owner == c->drainer) {
 		gs_drain_end(c, c->slice_start);
 		v->holding = 1;
@@ -705,6 +703,7 @@ bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 {
 	u64 handovers = c->handovers, end;
 	struct gs_vgpu *v;
+	bool moved;
 
 	if (!gs_valid_id(c, id))
 		return false;
@@ -723,11 +722,10 @@ bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 			c->slice_end = end;
 		return true;
 	}
-	if (c->owner != id && v->lapsed)
-		gs_late_release(c, id, now);
+	moved = c->owner != id && v->lapsed && gs_late_release(c, id, now);
 	/* In its slice, or the card moved on already: nothing more owed. */
 	v->holding = 0;
-	return c->handovers != handovers;
+	return moved || c->handovers != handovers;
 }
 
 u64 gs_vgpu_granted_ns(const struct gs_card *c, int id, u64 now)

@@ -105,7 +105,6 @@ struct gs_card {
 	s32 drainer;		/* the last owner, draining: GS_OWNER_NONE */
 	u32 drain_cut;		/* the drain is of a slice cut by priority */
 	u64 drain_start;	/* the drainer's slice ended here */
-	u64 clear_ns;		/* the engine ran earlier drains' work until */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */
@@ -185,8 +184,9 @@ u64 gs_drain_bound(const struct gs_card *c);
  * wake); true too when advancing began a slice. From a vGPU whose drain
  * lapsed and which was granted no slice since (a late release): charges
  * min(now, drain_start + GS_DRAIN_MAX_NS) - (the lapse) more debt, its
- * work having run that long, and returns false. In its own slice:
- * nothing owed, false.
+ * work having run that long, and moves the current slice's end later by
+ * the part of it that ran in the current slice (whose owner's work
+ * queued behind it): true. In its own slice: nothing owed, false.
  */
 bool gs_vgpu_drained(struct gs_card *c, int id, u64 now);
 

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "3e3ada064cddd9ed363c2215464f731598fe5bd3f0e809d4321d6197a82ec3a6"
+const cSourcesHash = "f7e8384d652064d32a5700359a42fb199b31cda4f585dd7548c215d0c7c48efb"

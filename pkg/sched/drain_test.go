@@ -131,6 +131,32 @@ func TestDrainIsBounded(t *testing.T) {
 	}
 }
 
+// A late release mid-slice: the current owner's work queued behind the
+// late work, so its slice ends as much later as that work ran in it.
+func TestLateReleaseLengthensTheCurrentSlice(t *testing.T) {
+	c := newCard(t, WeightedPreemptive, 20)
+	a, err := c.AddVGPU(5, false)
+	require.NoError(t, err)
+	b, err := c.AddVGPU(95, false)
+	require.NoError(t, err)
+	setAct(t, c, a, busy, 0)
+	setAct(t, c, b, busy, 0)
+	for c.Tick(c.SliceEnd()) != a {
+	}
+	require.NoError(t, c.Hold(a, true))
+	end := c.SliceEnd()
+	c.Tick(end + 5*ms) // lapsed: B's slice [end, end+10ms)
+	require.Equal(t, None, c.Drainer())
+	c.Tick(end + 35*ms) // B's slice [end+35ms, end+40ms)
+	require.Equal(t, b, c.Owner())
+	require.Equal(t, end+35*ms, c.SliceStart())
+	assert.True(t, c.Release(a, end+37*ms))
+	assert.Equal(t, end+42*ms, c.SliceEnd())
+	owed, _ := c.Debt(a)
+	assert.Equal(t, 37*ms, owed)
+	assert.Equal(t, uint64(SliceDefault)+37*ms, c.Granted(a, end+50*ms))
+}
+
 func TestReleaseInItsSliceOwesNothing(t *testing.T) {
 	c, a, _ := drainPair(t, WeightedPreemptive)
 	require.NoError(t, c.Hold(a, true))

@@ -274,8 +274,8 @@ func (c *Card) Watch(id int, watches bool) error {
 // slice's end becomes its debt and the current slice ends a slice after
 // now: it reports true (republish), as when advancing began a slice. A
 // late release, after the drain lapsed and before the vGPU was granted a
-// new slice, owes its real overrun (at most DrainMax past its slice) and
-// reports false.
+// new slice, owes its real overrun (at most DrainMax past its slice), and
+// the current slice ends as much later as the late work ran in it (true).
 func (c *Card) Release(id int, now uint64) bool {
 	return bool(C.gs_vgpu_drained(&c.c, cid(id), C.u64(now)))
 }
