@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "d9747d68e089626d233da11bb7ae4ccaf1c2e6fc46dcc76d591dcae2aea8dc41"
+const cSourcesHash = "2bea41fd2f5a7a26c56d3d11af31f23c8f62466ae3e73d5ba2826781fb7f14f7"

@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "ef7bfc10d9a8fcb01e546a0b7740fb28214b2aaac1d7c2ee498c92acdf01bc93"
+const cSourcesHash = "401496f08962db012e1cd01a5ba130d1adc39f6aa2f6d3e66b5e35d30174b711"
