@@ -3,7 +3,6 @@ package sfcore
 import (
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,12 +15,6 @@ func now() uint64 {
 		panic(err)
 	}
 	return uint64(ts.Nano())
-}
-
-func sleepUntil(t uint64) {
-	if n := now(); t > n {
-		time.Sleep(time.Duration(t - n))
-	}
 }
 
 // procs opens n processes' slots of container key on one schedule file.
