@@ -25,13 +25,16 @@
  * The slow path, one thread of the process at a time (the card's lock):
  *  1. the fence (gate_fence.c): events recorded on every stream the
  *     process launched in during the slice, waited for with no lock held
- *     and at most until the drain's bound, so that what it queued in its
- *     slice has run before it lets the card go and, as long as it waits,
- *     before it queues anything more. The card waits for the fence (the
+ *     and at most until the drain's bound, so that it says when what it
+ *     queued in its slice has run and, as long as it waits, queues
+ *     nothing more. The card is handed on at the slice's end all the same
+ *     (the early handover, kmod/core: the next owner's kernels queue
+ *     behind our tail) and we are its drainer until the release (the
  *     drain: ACQUIRE_HOLD in module mode, the slot's hold in the schedule
- *     file) and the overrun is the vGPU's debt (kmod/core), and a fencer
- *     thread fences at the slice's end whether the application launches
- *     again or not;
+ *     file), whose time past the end is the vGPU's debt and which moves
+ *     the next owner's end earlier; a fencer thread fences at the slice's
+ *     end whether the application launches again or not. A slice is
+ *     known by its start: an end moved earlier is the same slice;
  *  2. RELEASE with RELEASE_IDLE and the busy time: from the first launch
  *     of each slice to the slice's end, and for the last one to the
  *     fence's end when the fence had work to wait for. A span, not engine
