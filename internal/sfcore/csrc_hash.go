@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "2bea41fd2f5a7a26c56d3d11af31f23c8f62466ae3e73d5ba2826781fb7f14f7"
+const cSourcesHash = "7399941c3a34ca9e573cfc7ec66ba5ab699fd361e2efe1e3ff55e7d605b35d1a"

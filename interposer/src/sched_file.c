@@ -136,6 +136,60 @@ static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
 	gs_vgpu_drained(&h->core, e->core_id, now);
 }
 
+/*
+ * The card is a vGPU's again (a new slice) while a process of it still
+ * holds its previous slice, its fence in flight: the work that fence
+ * waits for runs on in this slice and, past its end, in the next
+ * owner's. The hold carries over to this slice, so that its end is a
+ * drain charged as any other, not work run on uncharged (the core
+ * charged the earlier slice's late work up to this slice's start and
+ * takes the vGPU's new slice as the end of that drain). A hold older
+ * than the most a drain is ever charged (GS_DRAIN_MAX_NS past its
+ * grant's end: a stopped process) does not carry.
+ */
+static void sf_carry_holds(struct gs_sf_header *h, uint64_t now)
+{
+	const struct gs_card *c = &h->core;
+	int owner = gs_owner(c), v;
+	struct gs_sf_vgpu *e = NULL;
+	bool carried = false;
+
+	for (v = 0; owner >= 0 && v < (int)GS_SF_NVGPUS && !e; v++)
+		if (h->vgpu[v].state == GS_SF_USED &&
+		    h->vgpu[v].core_id == owner)
+			e = &h->vgpu[v];
+	if (!e || e->last_start == c->slice_start)
+		return;
+	v--;
+	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++) {
+		struct gs_sf_slot *s = &h->slot[i];
+
+		if (s->state != GS_SF_USED || s->vgpu != v || !s->holding ||
+		    s->hold_start != e->last_start ||
+		    now >= s->grant_end + GS_DRAIN_MAX_NS)
+			continue;
+		s->hold_start = c->slice_start;
+		carried = true;
+	}
+	if (!carried)
+		return;
+	e->last_start = c->slice_start;
+	gs_vgpu_hold(&h->core, owner, true);
+}
+
+/*
+ * Advances the core to now: expired grants, a high-priority cut, the
+ * tick, and holds carried into a slice of their vGPU.
+ */
+static void sf_advance(struct gs_sf_header *h, uint64_t now)
+{
+	sf_expire(h, now);
+	/* A high-priority vGPU waiting ends a low-priority slice. */
+	gs_preempt(&h->core, now);
+	gs_tick(&h->core, now);
+	sf_carry_holds(h, now);
+}
+
 /* One process fewer for entry v; the last one takes the vGPU away. */
 static void sf_entry_put(struct gs_sf_header *h, int v)
 {
@@ -557,10 +611,7 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 			sf_note(h, sf->vgpu, now);
 		}
 		*id = h->vgpu[sf->vgpu].core_id;
-		sf_expire(h, now);
-		/* A high-priority vGPU waiting ends a low-priority slice. */
-		gs_preempt(&h->core, now);
-		gs_tick(&h->core, now);
+		sf_advance(h, now);
 		gs_sf_publish(h);
 		wake = gs_slice_end(&h->core);
 		if (gs_owner(&h->core) == *id && now < wake) {
@@ -588,9 +639,7 @@ void gs_sf_tick(struct gs_sf *sf)
 	if (sf_lock(h))
 		return;
 	now = mono();
-	sf_expire(h, now);
-	gs_preempt(&h->core, now);
-	gs_tick(&h->core, now);
+	sf_advance(h, now);
 	gs_sf_publish(h);
 	sf_unlock(h);
 }
@@ -625,8 +674,9 @@ void gs_sf_release(struct gs_sf *sf, uint64_t busy_ns)
 			s->pending = 0;
 			sf_note(h, sf->vgpu, now);
 		}
-		/* Our work ran: the card passes on now if it waited for us. */
+		/* Our work ran: the drain ends (the next owner's end moves). */
 		sf_unhold(h, s, now);
+		sf_carry_holds(h, now);
 		gs_sf_publish(h);
 	}
 	sf_unlock(h);
