@@ -212,9 +212,11 @@ func TestFileGateFirstSliceDeepQueue(t *testing.T) {
 	a := ms[0]
 	// Its first slice admits GS_BUDGET_START (4) kernels, 80 ms of work
 	// that runs into its neighbours' slices and is charged to it, and no
-	// probe lets it queue more: at most 80 ms of the first 100 and 45 %
-	// of the first 300 (its debt repaid).
+	// probe lets it queue more: at most 80 ms of the first 100. With the
+	// hole open it had all of the first 300 ms; charged, it pays the 80
+	// ms back (26.7 % of them with the core before the early handover,
+	// 46.7 % with it and the hold carried into its next slice).
 	assert.LessOrEqual(t, a.ivs[0], 85.0, "the deep tenant's first 100 ms\n%s", a)
 	first3 := (a.ivs[0] + a.ivs[1] + a.ivs[2]) / 3
-	assert.LessOrEqual(t, first3, 45.0, "the deep tenant's first 300 ms\n%s", a)
+	assert.LessOrEqual(t, first3, 50.0, "the deep tenant's first 300 ms\n%s", a)
 }
