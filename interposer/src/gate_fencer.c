@@ -94,6 +94,14 @@ static void *fencer_main(void *arg)
 	for (;;) {
 		while (!g->active)
 			pthread_cond_wait(&g->fence_cv, &g->lock);
+		/*
+		 * A launch's warm-up probe drops the lock while it waits,
+		 * the slice still active: not a fence of ours to overlap.
+		 */
+		if (g->fencing) {
+			pthread_cond_wait(&g->fenced, &g->lock);
+			continue;
+		}
 		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
 			      0;
 		if (!gs_gate_slice_ours_locked(g, &owner, &start, &end)) {
