@@ -430,6 +430,30 @@ static bool gs_pays_debt(struct gs_card *c, int id, u64 now, bool commit)
 }
 
 /*
+ * What vGPU id still owes under a slice shortens the slice it is granted
+ * (at least half a slice is left), so that a debt is repaid as it comes,
+ * not a whole unit at a time: the shares hold in every 100 ms. Forgiven
+ * as gs_pays_debt forgives.
+ */
+static void gs_pay_rest(struct gs_card *c, int id, u64 now)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 pay = v->debt_ns, most = c->cfg.slice_ns / 2;
+
+	if (!pay || pay >= c->cfg.slice_ns)
+		return;
+	if (gs_policy_skips_free(c->cfg.policy) &&
+	    !gs_others_active(c, id, now)) {
+		v->debt_ns = 0;
+		return;
+	}
+	if (pay > most)
+		pay = most;
+	v->debt_ns -= pay;
+	c->slice_len -= pay;
+}
+
+/*
  * The owner of the next slice, from the positions in *pos, *shared_rr and
  * *high_rr, which it advances, and the vGPUs' debts, which it pays when
  * commit is set. Pure otherwise: gs_peek_next runs it on copies of the
@@ -546,18 +570,24 @@ static void gs_drain_lapse(struct gs_card *c, u64 t)
 	struct gs_vgpu *v = &c->vgpu[c->drainer];
 
 	v->lapsed = 1;
+	v->lapse_slice = c->drain_slice;
 	v->lapse_from = t;
 	v->lapse_cap = c->drain_start + GS_DRAIN_MAX_NS;
 	gs_drain_end(c, t);
 }
 
-/* vGPU id's slice ended at t while it held: it drains from t. */
-static void gs_drain_begin(struct gs_card *c, int id, u64 t, bool cut)
+/*
+ * vGPU id's slice, begun at start, ended at t while it held: it drains
+ * from t.
+ */
+static void gs_drain_begin(struct gs_card *c, int id, u64 start, u64 t,
+			   bool cut)
 {
 	/* One drain at a time: an earlier one stops being waited for. */
 	if (c->drainer >= 0)
 		gs_drain_lapse(c, t);
 	c->drainer = id;
+	c->drain_slice = start;
 	c->drain_start = t;
 	c->drain_cut = cut ? 1 : 0;
 	/* The hold was of the slice that ended; the drain carries it on. */
@@ -610,10 +640,13 @@ static void gs_begin(struct gs_card *c, u64 now)
 	struct gs_vgpu *v;
 
 	c->owner = gs_pick(c, now, &c->pos, &c->shared_rr, &c->high_rr, true);
-	c->slice_end = c->slice_start + c->cfg.slice_ns;
+	c->slice_len = c->cfg.slice_ns;
 	c->handovers++;
 	if (c->owner == GS_OWNER_NONE)
 		c->idle_slices++;
+	if (c->owner >= 0)
+		gs_pay_rest(c, c->owner, now);
+	c->slice_end = c->slice_start + c->slice_len;
 	if (c->owner < 0)
 		return;
 	v = &c->vgpu[c->owner];
@@ -636,7 +669,7 @@ static void gs_begin(struct gs_card *c, u64 now)
 static void gs_handover(struct gs_card *c, u64 now)
 {
 	u64 e = c->slice_end, slice = c->cfg.slice_ns;
-	u64 bound = gs_bound_of(c, false), k;
+	u64 bound = gs_bound_of(c, false), k, s = c->slice_start;
 	int old = c->owner;
 	bool held = old >= 0 && c->vgpu[old].holding;
 
@@ -645,14 +678,14 @@ static void gs_handover(struct gs_card *c, u64 now)
 		c->slice_start = e;
 		gs_begin(c, now);
 		if (c->owner != old) {
-			gs_drain_begin(c, old, e, false);
-			c->slice_end = e + bound + slice;
+			gs_drain_begin(c, old, s, e, false);
+			c->slice_end = e + bound + c->slice_len;
 		}
 		return;
 	}
 	if (held && gs_peek_next(c, now) != old) {
 		/* So late that the drain lapsed unreleased long ago. */
-		gs_drain_begin(c, old, e, false);
+		gs_drain_begin(c, old, s, e, false);
 		gs_drain_lapse(c, e + bound);
 		e += bound;
 	}
@@ -717,7 +750,7 @@ bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 	if (c->drainer == id) {
 		gs_drain_end(c, now);
 		/* The next owner's slice is whole after the drain. */
-		end = now + c->cfg.slice_ns;
+		end = now + c->slice_len;
 		if (end < c->slice_end)
 			c->slice_end = end;
 		return true;
@@ -792,13 +825,13 @@ bool gs_preempt(struct gs_card *c, u64 now)
 	/* The card is handed on now: the holder drains behind, briefly. */
 	gs_slice_close(c, now);
 	if (old >= 0 && c->vgpu[old].holding)
-		gs_drain_begin(c, old, now, true);
+		gs_drain_begin(c, old, c->slice_start, now, true);
 	c->slice_start = now;
 	gs_begin(c, now);
 	from = now;
 	if (c->drainer >= 0 && c->drain_start + gs_drain_bound(c) > from)
 		from = c->drain_start + gs_drain_bound(c);
-	c->slice_end = from + c->cfg.slice_ns;
+	c->slice_end = from + c->slice_len;
 	return true;
 }
 

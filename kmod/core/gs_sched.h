@@ -87,6 +87,7 @@ struct gs_vgpu {
 	u64 granted_ns;		/* time owned, closed slices and drains */
 	u64 lapse_from;		/* lapsed: charged until here so far */
 	u64 lapse_cap;		/* lapsed: never charged past here */
+	u64 lapse_slice;	/* lapsed: the start of the slice it held */
 };
 
 struct gs_card {
@@ -105,6 +106,8 @@ struct gs_card {
 	s32 drainer;		/* the last owner, draining: GS_OWNER_NONE */
 	u32 drain_cut;		/* the drain is of a slice cut by priority */
 	u64 drain_start;	/* the drainer's slice ended here */
+	u64 drain_slice;	/* ... and began here (its hold's identity) */
+	u64 slice_len;		/* the current slice's own length (less debt) */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */
@@ -159,9 +162,10 @@ u64 gs_slice_end(const struct gs_card *c);
  * behind the holder's tail, and the holder becomes the card's drainer
  * (c->drainer, from c->drain_start = the old slice's end). The next
  * owner's slice ends provisionally at drain_start + gs_drain_bound(c) +
- * slice_ns. gs_vgpu_drained(c, id, t) from the drainer ends the drain:
- * t - drain_start is its debt, and the new owner's slice ends at t +
- * slice_ns, whole in engine time. Without it the drain lapses at
+ * slice_len (slice_ns less what it owes under a slice, at most half).
+ * gs_vgpu_drained(c, id, t) from the drainer ends the drain: t -
+ * drain_start is its debt, and the new owner's slice ends at t +
+ * slice_len, whole in engine time. Without it the drain lapses at
  * drain_start + bound: the bound is its debt. The debt shortens or skips
  * the vGPU's next slices, so that its share counts the time its work
  * took. When the next pick is the holder itself, it keeps the card: no
@@ -187,6 +191,12 @@ u64 gs_drain_bound(const struct gs_card *c);
  * work having run that long, and moves the current slice's end later by
  * the part of it that ran in the current slice (whose owner's work
  * queued behind it): true. In its own slice: nothing owed, false.
+ *
+ * Callers that know which slice a hold was granted (by its start) call it
+ * for a hold of the current slice, of c->drain_slice while id is
+ * c->drainer, or of c->vgpu[id].lapse_slice while c->vgpu[id].lapsed;
+ * the release of any older hold owes nothing and must not end a newer
+ * drain.
  */
 bool gs_vgpu_drained(struct gs_card *c, int id, u64 now);
 

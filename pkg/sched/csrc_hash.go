@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "f7e8384d652064d32a5700359a42fb199b31cda4f585dd7548c215d0c7c48efb"
+const cSourcesHash = "4cbcf3f448bae744bcd42f3089c1baa31b64a253d534170f2f6ca55a33ba6ffb"

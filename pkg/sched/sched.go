@@ -295,6 +295,19 @@ func (c *Card) Drainer() int { return int(C.gs_drainer(&c.c)) }
 // DrainStart is when the current drain began (the drainer's slice end).
 func (c *Card) DrainStart() uint64 { return uint64(c.c.drain_start) }
 
+// DrainSlice is the start of the slice the current drainer held: a
+// caller releases the drain for a hold of that slice only.
+func (c *Card) DrainSlice() uint64 { return uint64(c.c.drain_slice) }
+
+// LapsedSlice is the start of the slice whose drain lapsed unreleased for
+// vGPU id (its late release is for a hold of it), and whether there is one.
+func (c *Card) LapsedSlice(id int) (uint64, bool) {
+	if id < 0 || id >= MaxVGPUs || c.c.vgpu[id].in_use == 0 || c.c.vgpu[id].lapsed == 0 {
+		return 0, false
+	}
+	return uint64(c.c.vgpu[id].lapse_slice), true
+}
+
 // DrainBound is how long the card waits for the current drainer (with
 // none, for a holder whose slice ends): min(slice, DrainMax), and after a
 // priority cut at most CutDrainMax.
