@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "7399941c3a34ca9e573cfc7ec66ba5ab699fd361e2efe1e3ff55e7d605b35d1a"
+const cSourcesHash = "c0ce787305e3d048d8d2144fb070da85a473830a5dbdf0a926681367c81d77c9"

@@ -108,13 +108,23 @@ static bool sf_holders(const struct gs_sf_header *h, int v, uint64_t start)
 }
 
 /*
- * Slot s stops holding at now. The last holder of its vGPU's latest slice
- * says the vGPU drained (gs_vgpu_drained): in its slice; past its end
- * while the card waits; as the drainer after an early handover, where the
- * next owner's slice end moves earlier; or late, the drain lapsed, which
- * the core charges unless the vGPU was granted a slice since. A hold of
- * an older slice, or of one before the slice the vGPU owns now, ends
- * nothing: it must not end the current one's drain.
+ * Whether a hold of vGPU id's slice that began at start is one the core
+ * waits for (kmod/core, gs_vgpu_drained): of the current slice, of the
+ * drain's while id drains, or of its lapsed drain's.
+ */
+static bool sf_hold_counts(const struct gs_card *c, int id, uint64_t start)
+{
+	return (c->owner == id && c->slice_start == start) ||
+	       (c->drainer == id && c->drain_slice == start) ||
+	       (c->vgpu[id].lapsed && c->vgpu[id].lapse_slice == start);
+}
+
+/*
+ * Slot s stops holding at now. The last holder of a slice the core waits
+ * for says its vGPU drained (gs_vgpu_drained): in its slice; as the
+ * drainer after an early handover, where the next owner's slice end moves
+ * earlier; or late, the drain lapsed, which the core charges. The release
+ * of any older hold ends nothing: it must not end a newer drain.
  */
 static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
 		      uint64_t now)
@@ -127,11 +137,8 @@ static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
 	if (!sf_entry_ok(h, s->vgpu))
 		return;
 	e = &h->vgpu[s->vgpu];
-	if (s->hold_start != e->last_start ||
+	if (!sf_hold_counts(&h->core, e->core_id, s->hold_start) ||
 	    sf_holders(h, s->vgpu, s->hold_start))
-		return;
-	if (gs_owner(&h->core) == e->core_id &&
-	    h->core.slice_start != s->hold_start)
 		return;
 	gs_vgpu_drained(&h->core, e->core_id, now);
 }

@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "401496f08962db012e1cd01a5ba130d1adc39f6aa2f6d3e66b5e35d30174b711"
+const cSourcesHash = "7b7380b3f7833410cb8dc3eb407c0fefbdbc54f4d8cef6523437ed5341694ce4"
