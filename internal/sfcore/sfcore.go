@@ -68,6 +68,9 @@ func (f *File) Acquire() (start, end uint64, err error) {
 	return uint64(s), uint64(e), nil
 }
 
+// Tick advances the schedule to now (the fencer at its slice's end).
+func (f *File) Tick() { C.gs_sf_tick(f.sf) }
+
 // Release says the process's work drained (the fencer after its fence).
 func (f *File) Release(busyNs uint64) { C.gs_sf_release(f.sf, C.uint64_t(busyNs)) }
 

@@ -3,6 +3,7 @@ package sfcore
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,8 +84,11 @@ func TestStoppedHolderLapses(t *testing.T) {
 	b := procs(t, path, w, 1)[0]
 	_, end1, err := a[0].Acquire()
 	require.NoError(t, err)
-	// a[0] stops. b takes the card at a's end; a[1] waits for a's next.
+	// a[0] stops. b takes the card at a's end; past the most a drain is
+	// charged (its hold no longer carries into a's next slice) a[1]
+	// waits for a's next.
 	<-acquire(t, b)
+	time.Sleep(time.Duration(end1 + 110e6 - now()))
 	end2 := <-acquire(t, a[1])
 	st := a[1].State()
 	require.Equal(t, a[1].ID, st.Owner, "%+v", st)
@@ -94,4 +98,32 @@ func TestStoppedHolderLapses(t *testing.T) {
 	st = a[1].State()
 	assert.True(t, st.Holding, "a[0]'s stale release ended a[1]'s hold: %+v", st)
 	assert.Equal(t, end2, st.SliceEnd, "a[0]'s stale release moved the slice: %+v", st)
+}
+
+// A process still fencing its slice when its vGPU's next slice begins
+// holds that one too, the work it waits for running on in it: the next
+// slice's end is a drain, charged, not work run on into the next owner's
+// slice uncharged (a 20 ms kernel 64 deep took all of its second 100 ms
+// before).
+func TestFencingHoldCarries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "card0.sched")
+	w := Want{Policy: 3, MaxInst: 20, SliceNs: 10e6, Quota: 50, Key: "a"}
+	a := procs(t, path, w, 1)[0]
+	w.Key = "b"
+	b := procs(t, path, w, 1)[0]
+	_, _, err := a.Acquire()
+	require.NoError(t, err)
+	<-acquire(t, b) // b's at a's end; a's fence goes on
+	deadline := time.Now().Add(time.Second)
+	st := a.State()
+	for st.Owner != a.ID && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+		a.Tick()
+		st = a.State()
+	}
+	require.Equal(t, a.ID, st.Owner, "a's next slice: %+v", st)
+	assert.True(t, st.Holding, "the fencing hold carried into a's next slice: %+v", st)
+	a.Release(0)
+	st = a.State()
+	assert.False(t, st.Holding, "the release ends it: %+v", st)
 }
