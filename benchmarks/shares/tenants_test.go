@@ -32,6 +32,7 @@ type tenant struct {
 	streams  int // 0: one
 	gapUS    int
 	idle     bool
+	ivMS     int // >0: its engine time sampled every ivMS (iv_busy_ns)
 }
 
 // outcome is what a tenant printed (its key=value lines).
@@ -130,6 +131,9 @@ func (c *card) start(tb testing.TB, seconds int, t tenant) *proc {
 	}
 	if t.gapUS > 0 {
 		args = append(args, fmt.Sprintf("gap=%d", t.gapUS))
+	}
+	if t.ivMS > 0 {
+		args = append(args, fmt.Sprintf("iv=%d", t.ivMS))
 	}
 	p := &proc{t: t, lines: make(chan string, 64), done: make(chan struct{})}
 	p.cmd = exec.CommandContext(context.Background(), testenv.Bin("gstest"), args...)

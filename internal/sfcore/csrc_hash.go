@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "a785e9579f2e521912fcb58e7ac6e62277002bdd367ed9d5980aec9bf6d65641"
+const cSourcesHash = "c0ce787305e3d048d8d2144fb070da85a473830a5dbdf0a926681367c81d77c9"

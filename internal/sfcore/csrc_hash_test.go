@@ -11,6 +11,7 @@ import (
 func TestCSourcesHash(t *testing.T) {
 	testenv.CheckCSourcesHash(t, ".", []string{
 		"interposer/src/sched_file.c",
+		"interposer/src/sched_file_page.c",
 		"interposer/src/sched_file_open.c",
 		"interposer/src/sched_file.h",
 		"interposer/src/sched_file_int.h",

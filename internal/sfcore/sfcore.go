@@ -68,12 +68,16 @@ func (f *File) Acquire() (start, end uint64, err error) {
 	return uint64(s), uint64(e), nil
 }
 
+// Tick advances the schedule to now (the fencer at its slice's end).
+func (f *File) Tick() { C.gs_sf_tick(f.sf) }
+
 // Release says the process's work drained (the fencer after its fence).
 func (f *File) Release(busyNs uint64) { C.gs_sf_release(f.sf, C.uint64_t(busyNs)) }
 
 // State is the core's view of the card and of the process's vGPU.
 type State struct {
 	Owner                int
+	Drainer              int // the last owner, draining; -1 none
 	SliceStart, SliceEnd uint64
 	Holding              bool // the card waits for the vGPU's drain
 	DebtNs               uint64
@@ -83,7 +87,7 @@ type State struct {
 func (f *File) State() State {
 	var st C.struct_gs_sfc_state
 	C.gs_sfc_state(f.sf, &st)
-	return State{Owner: int(st.owner), SliceStart: uint64(st.slice_start),
+	return State{Owner: int(st.owner), Drainer: int(st.drainer), SliceStart: uint64(st.slice_start),
 		SliceEnd: uint64(st.slice_end), Holding: st.holding != 0,
 		DebtNs: uint64(st.debt_ns)}
 }

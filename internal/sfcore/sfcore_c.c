@@ -17,6 +17,7 @@ void gs_sfc_state(const struct gs_sf *sf, struct gs_sfc_state *st)
 	int id = sf->vgpu >= 0 ? sf->h->vgpu[sf->vgpu].core_id : -1;
 
 	st->owner = c->owner;
+	st->drainer = c->drainer;
 	st->slice_start = c->slice_start;
 	st->slice_end = c->slice_end;
 	st->holding = id >= 0 ? c->vgpu[id].holding : 0;

@@ -8,7 +8,7 @@
 
 /* The core's view of the card, from the file, for one process's vGPU. */
 struct gs_sfc_state {
-	int32_t owner;
+	int32_t owner, drainer;
 	uint64_t slice_start, slice_end;
 	uint32_t holding;	/* the core waits for the vGPU's drain */
 	uint64_t debt_ns;

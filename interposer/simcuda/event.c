@@ -41,10 +41,13 @@ void sim_event_done(struct sim_event *ev, uint64_t gen)
 	}
 }
 
-void sim_event_wait(struct sim_event *ev, uint64_t gen)
+int sim_event_wait(struct sim_event *ev, uint64_t gen)
 {
+	int waited = ev->done_gen < gen;
+
 	while (ev->done_gen < gen)
 		pthread_cond_wait(&sim.progress, &sim.lock);
+	return waited;
 }
 
 /* Drops the handle; queued records and waits keep the event until run. */

@@ -253,6 +253,7 @@ struct sim_op {
 	uint64_t seq;		/* position in its stream */
 	uint64_t arg;		/* kernel duration or freed size */
 	uint64_t gen;		/* event generation recorded or waited for */
+	uint64_t queued_ns;	/* when it was pushed (the engine's clock) */
 	struct sim_pool *pool;
 	struct sim_event *ev;
 	CUhostFn fn;		/* OP_HOST */
@@ -269,6 +270,7 @@ struct sim_stream {
 	pthread_cond_t work;
 	struct sim_op *head, *tail;
 	uint64_t enq, done;	/* ops enqueued / completed so far */
+	uint64_t ready_ns;	/* when its next op could start: see run_op */
 	int refs;		/* handle, worker thread, waiters */
 	int closing;		/* the worker exits once drained */
 	struct sim_capture *cap;	/* the capture it is part of */
@@ -285,7 +287,8 @@ void sim_streams_close_ctx(struct sim_ctx *ctx);
 
 /* event.c */
 void sim_event_done(struct sim_event *ev, uint64_t gen);
-void sim_event_wait(struct sim_event *ev, uint64_t gen);
+/* Waits for the record of generation gen; whether it had to wait. */
+int sim_event_wait(struct sim_event *ev, uint64_t gen);
 void sim_event_unref(struct sim_event *ev);
 void sim_event_free(struct sim_entry *e);
 

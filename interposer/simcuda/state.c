@@ -556,12 +556,16 @@ static void sleep_until(uint64_t ns)
 }
 
 /*
- * Runs one kernel on the device's single engine. The reservation is one
- * CAS on busy_until, so kernels of all processes run one at a time in the
- * order they reach the engine, and the reservation of a process that dies
- * meanwhile simply runs out.
+ * Runs one kernel on the device's single engine, from ready_ns (when its
+ * stream could have started it: the caller's, never after now) or when
+ * the engine is free, whichever is later; returns its end. The
+ * reservation is one CAS on busy_until, so kernels of all processes run
+ * one at a time in the order they reach the engine, and the reservation
+ * of a process that dies meanwhile simply runs out. Starting at ready_ns
+ * rather than when the worker thread got there: a GPU runs a stream's
+ * queued kernels back to back, and a late host thread must not idle it.
  */
-void simst_engine_run(int dev, uint64_t duration_ns)
+uint64_t simst_engine_run(int dev, uint64_t duration_ns, uint64_t ready_ns)
 {
 	struct simst_dev *d = &shm->dev[dev];
 	uint64_t old = __atomic_load_n(&d->busy_until, __ATOMIC_ACQUIRE);
@@ -569,8 +573,9 @@ void simst_engine_run(int dev, uint64_t duration_ns)
 
 	do {
 		uint64_t now = simst_now_ns();
+		uint64_t ready = ready_ns && ready_ns < now ? ready_ns : now;
 
-		start = old > now ? old : now;
+		start = old > ready ? old : ready;
 		end = start + duration_ns;
 	} while (!__atomic_compare_exchange_n(&d->busy_until, &old, end, 0,
 					      __ATOMIC_ACQ_REL,
@@ -580,6 +585,7 @@ void simst_engine_run(int dev, uint64_t duration_ns)
 	__atomic_add_fetch(&d->kernels, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&self->busy_ns[dev], duration_ns, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&self->kernels[dev], 1, __ATOMIC_RELAXED);
+	return end;
 }
 
 /* pid 0: the whole device; else the live, or latest dead, slot of pid. */

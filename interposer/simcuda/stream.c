@@ -71,12 +71,23 @@ static void stream_close(struct sim_stream *st)
 	sim_stream_unref(st);
 }
 
-static void run_op(struct sim_op *op)
+/*
+ * Runs op, sim.lock held. st->ready_ns is when the stream's next op could
+ * start on a GPU, which does not wait for a host thread: at a kernel's
+ * end for the kernel queued behind it (so a stream's kernels run back to
+ * back on the engine however late the worker wakes), and at the time a
+ * host function or an event wait returned for what follows those.
+ */
+static void run_op(struct sim_stream *st, struct sim_op *op)
 {
+	uint64_t ready = op->queued_ns > st->ready_ns ? op->queued_ns :
+							  st->ready_ns;
+
 	switch (op->kind) {
 	case OP_KERNEL:
 		pthread_mutex_unlock(&sim.lock);
-		simst_engine_run(sim_phys(op->dev), op->arg);
+		st->ready_ns = simst_engine_run(sim_phys(op->dev), op->arg,
+						ready);
 		pthread_mutex_lock(&sim.lock);
 		break;
 	case OP_FREE:
@@ -90,25 +101,30 @@ static void run_op(struct sim_op *op)
 		sim_event_unref(op->ev);
 		break;
 	case OP_WAIT:
-		sim_event_wait(op->ev, op->gen);
+		if (sim_event_wait(op->ev, op->gen))
+			st->ready_ns = simst_now_ns();
 		sim_event_unref(op->ev);
 		break;
 	case OP_HOST:
 		pthread_mutex_unlock(&sim.lock);
 		op->fn(op->data);
 		pthread_mutex_lock(&sim.lock);
+		st->ready_ns = simst_now_ns();
 		break;
 	}
 }
 
 /* Waits, sim.lock held, for the work op was queued behind implicitly. */
-static void wait_deps(struct sim_op *op)
+static void wait_deps(struct sim_stream *st, struct sim_op *op)
 {
 	for (int i = 0; i < op->ndeps; i++) {
 		struct sim_dep *d = &op->deps[i];
 
+		if (d->st->done >= d->seq)
+			continue;
 		while (d->st->done < d->seq)
 			pthread_cond_wait(&sim.progress, &sim.lock);
+		st->ready_ns = simst_now_ns();	/* a wake-up late at most */
 		sim_stream_unref(d->st);
 	}
 	free(op->deps);
@@ -136,8 +152,8 @@ static void *worker(void *arg)
 		op = st->head;
 		if (!op)
 			break;
-		wait_deps(op);
-		run_op(op);
+		wait_deps(st, op);
+		run_op(st, op);
 		st->head = op->next;
 		if (!st->head)
 			st->tail = NULL;
@@ -236,6 +252,7 @@ void sim_stream_push(struct sim_stream *st, struct sim_op *op)
 {
 	implicit_deps(st, op);
 	op->seq = ++st->enq;
+	op->queued_ns = simst_now_ns();
 	if (st->tail)
 		st->tail->next = op;
 	else

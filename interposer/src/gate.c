@@ -25,13 +25,16 @@
  * The slow path, one thread of the process at a time (the card's lock):
  *  1. the fence (gate_fence.c): events recorded on every stream the
  *     process launched in during the slice, waited for with no lock held
- *     and at most until the drain's bound, so that what it queued in its
- *     slice has run before it lets the card go and, as long as it waits,
- *     before it queues anything more. The card waits for the fence (the
+ *     and at most until the drain's bound, so that it says when what it
+ *     queued in its slice has run and, as long as it waits, queues
+ *     nothing more. The card is handed on at the slice's end all the same
+ *     (the early handover, kmod/core: the next owner's kernels queue
+ *     behind our tail) and we are its drainer until the release (the
  *     drain: ACQUIRE_HOLD in module mode, the slot's hold in the schedule
- *     file) and the overrun is the vGPU's debt (kmod/core), and a fencer
- *     thread fences at the slice's end whether the application launches
- *     again or not;
+ *     file), whose time past the end is the vGPU's debt and which moves
+ *     the next owner's end earlier; a fencer thread fences at the slice's
+ *     end whether the application launches again or not. A slice is
+ *     known by its start: an end moved earlier is the same slice;
  *  2. RELEASE with RELEASE_IDLE and the busy time: from the first launch
  *     of each slice to the slice's end, and for the last one to the
  *     fence's end when the fence had work to wait for. A span, not engine
@@ -50,22 +53,19 @@
  * of the stream it launches on); what changes, changes under the card's
  * lock, taken once per slice and on the slow path.
  *
- * This file launches and takes the slow path; gate_fence.c fences,
+ * This file launches and takes the slow path; gate_fencer.c runs the
+ * fencer thread and the fence-and-release, gate_fence.c fences,
  * gate_budget.c keeps the launch budget, gate_resolve.c decides which
  * cards are gated, gate_kmod.c makes the module's calls.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 #include "gate_int.h"
 #include "sched_file.h"
 
-/* A fence that returned sooner found nothing of ours still running. */
-#define GS_FENCE_WAITED_NS 100000ULL
 /* Refusals of one card logged at most once a second. */
 #define GS_REFUSAL_LOG_NS 1000000000ULL
 /* The gated cards, for the fork handler. */
@@ -81,14 +81,6 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* The child of a fork has not launched anything, nor acquired. */
 static void gate_after_fork_child(void)
 {
@@ -98,6 +90,8 @@ static void gate_after_fork_child(void)
 		pthread_mutex_init(&g->lock, NULL);
 		pthread_cond_init(&g->fence_cv, NULL);
 		g->seen_end = 0;
+		g->seen_start = 0;
+		g->budget_cut = false;
 		g->acq_end = 0;
 		g->first_ns = 0;
 		g->busy_ns = 0;
@@ -133,7 +127,7 @@ void gs_gate_track(struct gs_gate_card *g)
 static CUresult refuse(struct gs_card *c, const char *what, const char *why)
 {
 	struct gs_gate_card *g = &c->gate;
-	uint64_t now = now_ns();
+	uint64_t now = gs_gate_now();
 	uint64_t prev = __atomic_load_n(&g->last_log, __ATOMIC_RELAXED);
 
 	if ((!prev || now - prev >= GS_REFUSAL_LOG_NS) &&
@@ -143,9 +137,12 @@ static CUresult refuse(struct gs_card *c, const char *what, const char *why)
 	return CUDA_ERROR_NOT_PERMITTED;
 }
 
-/* A consistent (owner, end) of the card's slice; false when torn too often. */
-static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
-		       uint64_t *end)
+/*
+ * A consistent (owner, start, end) of the card's slice; false when torn
+ * too often. start is 0 where there is no page.
+ */
+bool gs_gate_read_slice(const struct gs_gate_card *g, int32_t *owner,
+			uint64_t *start, uint64_t *end)
 {
 	const struct gpuslice_sched_page *p = g->page;
 
@@ -153,6 +150,7 @@ static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
 		/* No page: the slice ACQUIRE answered is the one we know of. */
 		*end = __atomic_load_n(&g->acq_end, __ATOMIC_ACQUIRE);
 		*owner = *end ? g->id : GPUSLICE_OWNER_NONE;
+		*start = 0;
 		return true;
 	}
 	for (int i = 0; i < 1000; i++) {
@@ -163,6 +161,7 @@ static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
 			continue;
 		}
 		*owner = __atomic_load_n(&p->owner, __ATOMIC_RELAXED);
+		*start = __atomic_load_n(&p->slice_start_ns, __ATOMIC_RELAXED);
 		*end = __atomic_load_n(&p->slice_end_ns, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == seq)
@@ -171,16 +170,27 @@ static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
 	return false;
 }
 
-/*
- * The fast check. OWNER_ALL does not pass it: on a card whose vGPU was
- * gated the page says so only once the card was emptied (OWNER_NONE) and
- * configured anew, this process's vGPU gone, and ACQUIRE is the one to
- * say what then holds (-ENODEV for a vGPU removed).
- */
-static bool may_run(const struct gs_gate_card *g, int32_t owner,
-		    uint64_t end, uint64_t now)
+static bool read_slice(const struct gs_gate_card *g, int32_t *owner,
+		       uint64_t *end)
 {
-	return owner == __atomic_load_n(&g->id, __ATOMIC_RELAXED) && now < end;
+	uint64_t start;
+
+	return gs_gate_read_slice(g, owner, &start, end);
+}
+
+/*
+ * Whether the slice (start, end) is the one of the latest launch: by its
+ * start where the page has one, since an early drain moves the end of a
+ * slice earlier (kmod/core: the handover), and that is no new slice.
+ */
+bool gs_gate_same_slice(const struct gs_gate_card *g, uint64_t start,
+		       uint64_t end)
+{
+	uint64_t seen = __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED);
+
+	if (!seen)
+		return false;
+	return start && g->seen_start ? start == g->seen_start : end == seen;
 }
 
 /*
@@ -189,10 +199,11 @@ static bool may_run(const struct gs_gate_card *g, int32_t owner,
  * ended without a fence (the process went on in its next slice without
  * waiting in between). The first launch since a fence wakes the fencer.
  */
-static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
-				   uint64_t now, CUcontext ctx, CUstream s)
+static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t start,
+				   uint64_t end, uint64_t now, CUcontext ctx,
+				   CUstream s)
 {
-	if (g->seen_end != end) {
+	if (!gs_gate_same_slice(g, start, end)) {
 		if (g->first_ns) {
 			uint64_t stop = now < g->seen_end ? now : g->seen_end;
 
@@ -200,8 +211,11 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t end,
 				g->busy_ns += stop - g->first_ns;
 			g->first_ns = 0;
 		}
-		__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
+		/* A new slice, no fence between: its own budget. */
+		__atomic_store_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
 	}
+	g->seen_start = start;
+	__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
 	if (!g->first_ns)
 		g->first_ns = now;
 	__atomic_add_fetch(&g->nlaunch, 1, __ATOMIC_RELAXED);
@@ -227,7 +241,7 @@ static void wait_out_slice_locked(struct gs_gate_card *g)
 		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
 			      0;
 		if (!read_slice(g, &owner, &end) ||
-		    !may_run(g, owner, end, now_ns()))
+		    !gs_gate_may_run(g, owner, end, gs_gate_now()))
 			return;
 		if (g->sf)
 			gs_sf_page_wait(g->page, seq & ~1u, end);
@@ -241,27 +255,72 @@ static void wait_out_slice_locked(struct gs_gate_card *g)
  * ours); the card's lock held. No module: we hold the card in it as if
  * we had acquired it, so that its end waits for our fence.
  */
-static void launch_in_found_slice_locked(struct gs_gate_card *g, uint64_t end,
+static void launch_in_found_slice_locked(struct gs_gate_card *g,
+					 uint64_t start, uint64_t end,
 					 uint64_t now, CUcontext ctx,
 					 CUstream s)
 {
-	if (__atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) != end) {
-		if (g->sf)
-			gs_sf_hold(g->sf);
-		else
-			gs_gate_kmod_hold(g);
-	}
-	launch_in_slice_locked(g, end, now, ctx, s);
+	gs_gate_hold_new_locked(g, start, end);
+	launch_in_slice_locked(g, start, end, now, ctx, s);
 }
 
-/* The first launch of a slice this process did not have to acquire. */
-static CUresult slice_begins(struct gs_gate_card *g, uint64_t end,
-			     uint64_t now, CUcontext ctx, CUstream s)
+bool gs_gate_hold_new_locked(struct gs_gate_card *g, uint64_t start,
+			     uint64_t end)
 {
+	if (gs_gate_same_slice(g, start, end))
+		return false;
+	if (g->sf)
+		gs_sf_hold(g->sf);
+	else
+		gs_gate_kmod_hold(g);
+	return true;
+}
+
+/*
+ * Whether the card's slice is ours now, and it in *start, *end; the
+ * card's lock held. In file mode, where no timer advances the schedule,
+ * a slice of ours that is over is advanced first (gs_sf_tick): that hands
+ * the card on at the slice's end, waking the next owner at once rather
+ * than after our drain, or gives us our next slice straight away when we
+ * are the next pick, without a drain.
+ */
+bool gs_gate_slice_ours_locked(struct gs_gate_card *g, int32_t *owner,
+			      uint64_t *start, uint64_t *end)
+{
+	if (gs_gate_read_slice(g, owner, start, end) &&
+	    gs_gate_may_run(g, *owner, *end, gs_gate_now()))
+		return true;
+	if (!g->sf || *owner != __atomic_load_n(&g->id, __ATOMIC_RELAXED))
+		return false;
+	gs_sf_tick(g->sf);
+	return gs_gate_read_slice(g, owner, start, end) &&
+	       gs_gate_may_run(g, *owner, *end, gs_gate_now());
+}
+
+static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
+			  CUstream s);
+
+/*
+ * The first launch of a slice this process did not have to acquire, or
+ * the first since its end moved earlier. The page is read again under the
+ * lock: the one read outside may be stale by now.
+ */
+static CUresult slice_begins(struct gs_card *c, const char *what,
+			     CUcontext ctx, CUstream s)
+{
+	struct gs_gate_card *g = &c->gate;
+	uint64_t start, end, now;
+	int32_t owner;
+
 	pthread_mutex_lock(&g->lock);
-	launch_in_found_slice_locked(g, end, now, ctx, s);
+	if (!g->fencing && gs_gate_read_slice(g, &owner, &start, &end) &&
+	    gs_gate_may_run(g, owner, end, now = gs_gate_now())) {
+		launch_in_found_slice_locked(g, start, end, now, ctx, s);
+		pthread_mutex_unlock(&g->lock);
+		return CUDA_SUCCESS;
+	}
 	pthread_mutex_unlock(&g->lock);
-	return CUDA_SUCCESS;
+	return slow_path(c, what, ctx, s);
 }
 
 /* A fence in flight ends (at its bound at the latest); the lock held. */
@@ -311,123 +370,21 @@ void gs_gate_before_capture(CUstream s, bool ptsz)
 }
 
 /*
- * The slice is over: fence the queued work, report it and declare the
- * queue empty. The card's lock held, dropped while the fence waits (a
- * thread that comes to the slow path meanwhile waits for the fence's
- * end, wait_fence_locked) and held again on return.
- */
-static void fence_and_release_locked(struct gs_gate_card *g)
-{
-	uint64_t t0 = now_ns(), t1, busy = g->busy_ns, first = g->first_ns;
-	uint64_t seen = __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED);
-	uint32_t n = __atomic_exchange_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
-	struct gs_fence_set *set = gs_fence_take_locked(g);
-
-	g->busy_ns = 0;
-	g->first_ns = 0;
-	g->active = false;
-	__atomic_store_n(&g->seen_end, 0, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&g->lock);
-	gs_fence_wait(set, gs_fence_deadline(seen, t0));
-	t1 = now_ns();
-	pthread_mutex_lock(&g->lock);
-	if (first) {
-		uint64_t stop = t1 - t0 >= GS_FENCE_WAITED_NS ? t1 :
-				t0 < seen ? t0 : seen;
-
-		if (stop > first)
-			busy += stop - first;
-	}
-	gs_budget_update(g, n, t1 - t0 >= GS_FENCE_WAITED_NS && t1 > seen ?
-			    t1 - seen : 0);
-	/* The card waits for this (the drain) before passing on. */
-	if (g->sf)
-		gs_sf_release(g->sf, busy);
-	else
-		gs_gate_kmod_release(g, busy);
-	gs_fence_done_locked(g);
-}
-
-/*
- * The fencer. A thread per gated card that, once the process launched in
- * a slice, sleeps until the slice ends or is cut short by a high-priority
- * neighbour (no module: the page's sequence changes, a futex; module:
- * WAIT), then fences and releases, so that the card, which waits for our
- * drain, passes on as soon as our work has run, whether the application
- * launches again or not. The slow path still fences first when it gets
- * there first.
- */
-static void *fencer_main(void *arg)
-{
-	struct gs_gate_card *g = arg;
-	int32_t owner;
-	uint64_t end;
-	uint32_t seq;
-
-	/*
-	 * The card waits for this thread's release at every slice's end:
-	 * the default 50 us of timer slack would be 50 us of idle GPU.
-	 */
-	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-	pthread_mutex_lock(&g->lock);
-	for (;;) {
-		while (!g->active)
-			pthread_cond_wait(&g->fence_cv, &g->lock);
-		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
-			      0;
-		if (!read_slice(g, &owner, &end) ||
-		    !may_run(g, owner, end, now_ns())) {
-			fence_and_release_locked(g);
-			continue;
-		}
-		pthread_mutex_unlock(&g->lock);
-		if (g->sf)
-			gs_sf_page_wait(g->page, seq & ~1u, end);
-		else
-			gs_gate_kmod_wait_slice(g, end);
-		pthread_mutex_lock(&g->lock);
-	}
-	return NULL;
-}
-
-/* Starts the card's fencer, its signals blocked; the card's lock held. */
-static void start_fencer_locked(struct gs_card *c)
-{
-	struct gs_gate_card *g = &c->gate;
-	sigset_t all, old;
-	pthread_t t;
-	int err;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&t, NULL, fencer_main, g);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	g->fencer = true;	/* tried: once per process */
-	if (err) {
-		gs_warn("card %d: no fencer thread (%s): slices end when this process launches again",
-			c->index, strerror(err));
-		/* Module: nobody would release at the slice's end; do not hold. */
-		g->no_hold = true;
-		return;
-	}
-	pthread_detach(t);
-}
-
-/*
  * Waits for the vGPU's next slice, from the schedule file or the module:
  * 0 and its end in *end, or an errno and *why for the refusal. EINTR is
  * retried: a signal does not refuse a launch.
  */
-static int acquire_slice(struct gs_gate_card *g, uint64_t *end,
-			 const char **why)
+static int acquire_slice(struct gs_gate_card *g, uint64_t *start,
+			 uint64_t *end, const char **why)
 {
 	struct gpuslice_acquire a;
-	uint64_t start;
-	int32_t id;
+	uint64_t pstart, pend;
+	int32_t id, owner;
 	int err;
 
+	*start = 0;
 	if (g->sf) {
-		err = -gs_sf_acquire(g->sf, &id, &start, end);
+		err = -gs_sf_acquire(g->sf, &id, start, end);
 		if (!err)	/* a recovered file may have renumbered them */
 			__atomic_store_n(&g->id, id, __ATOMIC_RELAXED);
 		*why = err ? strerror(err) : NULL;
@@ -436,6 +393,10 @@ static int acquire_slice(struct gs_gate_card *g, uint64_t *end,
 	while ((err = gs_gate_kmod_acquire(g, 0, &a)) == EINTR)
 		;
 	*end = a.slice_end_ns;
+	/* The page says when the slice began, if it still shows it. */
+	if (!err && g->page && gs_gate_read_slice(g, &owner, &pstart, &pend) &&
+	    owner == g->id && pend <= a.slice_end_ns)
+		*start = pstart;
 	*why = err == ENODEV ? "its vGPU was removed from " GPUSLICE_DEVICE :
 			       err ? strerror(err) : NULL;
 	return err;
@@ -451,39 +412,41 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
 			  CUstream s)
 {
 	struct gs_gate_card *g = &c->gate;
+	uint64_t start, end;
 	const char *why;
 	int32_t owner;
-	uint64_t end, now;
 
 	pthread_mutex_lock(&g->lock);
 	wait_fence_locked(g);
 	/*
 	 * Another thread may have acquired the slice meanwhile, or the card
 	 * came back to us while the fencer held the lock: held either way.
-	 * Over the budget: not in this slice.
+	 * Over the budget: not in this slice, unless the warm-up's probe
+	 * found the slice's work run.
 	 */
-	if (gs_over_budget(g))
+	if (gs_over_budget(g) &&
+	    !(gs_gate_slice_ours_locked(g, &owner, &start, &end) &&
+	      gs_budget_warm_locked(g, end))) {
 		wait_out_slice_locked(g);
-	else if (read_slice(g, &owner, &end) &&
-		 may_run(g, owner, end, now = now_ns())) {
-		launch_in_found_slice_locked(g, end, now, ctx, s);
+	} else if (gs_gate_slice_ours_locked(g, &owner, &start, &end)) {
+		launch_in_found_slice_locked(g, start, end, gs_gate_now(), ctx, s);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
 	if (g->active)
-		fence_and_release_locked(g);
-	if (acquire_slice(g, &end, &why)) {
+		gs_gate_fence_and_release_locked(g);
+	if (acquire_slice(g, &start, &end, &why)) {
 		pthread_mutex_unlock(&g->lock);
 		return refuse(c, what, why);
 	}
 	if (!g->fencer)
-		start_fencer_locked(c);
+		gs_gate_start_fencer_locked(c);
 	__atomic_store_n(&g->acq_end, end, __ATOMIC_RELEASE);
 	/*
 	 * The slice is granted: launch in it however little of it is left,
 	 * or a slow process would never launch at all.
 	 */
-	launch_in_slice_locked(g, end, now_ns(), ctx, s);
+	launch_in_slice_locked(g, start, end, gs_gate_now(), ctx, s);
 	pthread_mutex_unlock(&g->lock);
 	return CUDA_SUCCESS;
 }
@@ -520,7 +483,7 @@ CUresult gs_gate_launch(const char *what, CUstream s, bool ptsz)
 			      "the card's schedule file cannot be used (see above)");
 	/* The fast path. */
 	if (__builtin_expect(read_slice(g, &owner, &end), 1) &&
-	    may_run(g, owner, end, now = now_ns())) {
+	    gs_gate_may_run(g, owner, end, now = gs_gate_now())) {
 		if (__builtin_expect(
 			    __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED) ==
 				    end,
@@ -529,7 +492,7 @@ CUresult gs_gate_launch(const char *what, CUstream s, bool ptsz)
 			if (__builtin_expect(gs_within_budget(g), 1))
 				return CUDA_SUCCESS;
 		} else {
-			return slice_begins(g, end, now, ctx, s);
+			return slice_begins(c, what, ctx, s);
 		}
 	}
 	return slow_path(c, what, ctx, s);

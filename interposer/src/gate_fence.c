@@ -197,25 +197,56 @@ struct gs_fence_set *gs_fence_take_locked(struct gs_gate_card *g)
 	return set;
 }
 
-void gs_fence_wait(struct gs_fence_set *set, uint64_t deadline)
+/*
+ * The poll's longest pause: what a drain's end may be noticed late (the
+ * drainer's debt and the next owner's slice end are taken at the release).
+ */
+#define GS_FENCE_POLL_MAX_NS 20000ULL
+
+bool gs_fence_wait(struct gs_fence_set *set, uint64_t deadline)
 {
 	static bool told;
 	struct gs_relaxed r;
 	uint64_t pause = 2000;
+	bool done;
 
 	if (!set->n)
-		return;
+		return true;
 	if (set->overflow && !__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
 		gs_warn("more than %d streams launched in one slice on a card: the fence waits for the first %d",
 			GS_FENCE_STREAMS, GS_FENCE_STREAMS);
 	gs_relaxed_enter(&r);
 	for (int i = 0; i < set->n; i++)
 		record(&set->ent[i]);
-	while (!passed(set) && now_ns() < deadline) {
+	while (!(done = passed(set)) && now_ns() < deadline) {
 		nap(pause);
-		pause = pause < 50000 ? pause * 2 : pause;
+		pause = pause * 2 < GS_FENCE_POLL_MAX_NS ? pause * 2 :
+							   GS_FENCE_POLL_MAX_NS;
 	}
 	gs_relaxed_leave(&r);
+	return done;
+}
+
+bool gs_fence_probe_locked(struct gs_gate_card *g, uint64_t deadline)
+{
+	struct gs_fence_set *set = &g->set[g->cur], *pr = &g->probe;
+	bool done;
+
+	pthread_mutex_lock(&g->fence_lock);
+	for (int i = 0; i < set->n; i++) {
+		pr->ent[i].ctx = set->ent[i].ctx;
+		pr->ent[i].stream = set->ent[i].stream;
+		pr->ent[i].recorded = false;
+	}
+	pr->n = set->n;
+	pr->overflow = set->overflow;
+	pthread_mutex_unlock(&g->fence_lock);
+	g->fencing = true;
+	pthread_mutex_unlock(&g->lock);
+	done = gs_fence_wait(pr, deadline) && !pr->overflow;
+	pthread_mutex_lock(&g->lock);
+	gs_fence_done_locked(g);
+	return done;
 }
 
 uint64_t gs_fence_deadline(uint64_t slice_end, uint64_t now)
@@ -288,8 +319,8 @@ static void drop_at(struct gs_fence_set *set, int i, bool destroy)
 void gs_fence_forget(struct gs_gate_card *g, CUcontext ctx, CUstream s)
 {
 	pthread_mutex_lock(&g->fence_lock);
-	for (int k = 0; k < 2; k++) {
-		struct gs_fence_set *set = &g->set[k];
+	for (int k = 0; k < 3; k++) {
+		struct gs_fence_set *set = k < 2 ? &g->set[k] : &g->probe;
 
 		if (!ctx && k != g->cur)
 			continue;
@@ -318,11 +349,13 @@ void gs_fence_after_fork_child(struct gs_gate_card *g)
 {
 	pthread_mutex_init(&g->fence_lock, NULL);
 	pthread_cond_init(&g->fenced, NULL);
-	for (int k = 0; k < 2; k++) {
-		g->set[k].n = 0;
-		g->set[k].overflow = false;
+	for (int k = 0; k < 3; k++) {
+		struct gs_fence_set *set = k < 2 ? &g->set[k] : &g->probe;
+
+		set->n = 0;
+		set->overflow = false;
 		for (int i = 0; i < GS_FENCE_STREAMS; i++)
-			g->set[k].ent[i].ev = NULL;
+			set->ent[i].ev = NULL;
 	}
 	g->fencing = false;
 	__atomic_add_fetch(&g->fence_gen, 1, __ATOMIC_ACQ_REL);

@@ -19,12 +19,64 @@
  */
 void gs_gate_track(struct gs_gate_card *g);
 
+#include <time.h>
+
+static inline uint64_t gs_gate_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The fast check. OWNER_ALL does not pass it: on a card whose vGPU was
+ * gated the page says so only once the card was emptied (OWNER_NONE) and
+ * configured anew, this process's vGPU gone, and ACQUIRE is the one to
+ * say what then holds (-ENODEV for a vGPU removed).
+ */
+static inline bool gs_gate_may_run(const struct gs_gate_card *g, int32_t owner,
+		    uint64_t end, uint64_t now)
+{
+	return owner == __atomic_load_n(&g->id, __ATOMIC_RELAXED) && now < end;
+}
+
+/*
+ * gate.c: the card's slice (owner, start, end; start 0 without a page);
+ * false when torn too often.
+ */
+bool gs_gate_read_slice(const struct gs_gate_card *g, int32_t *owner,
+			uint64_t *start, uint64_t *end);
+/* Whether (start, end) is the slice of the latest launch. */
+bool gs_gate_same_slice(const struct gs_gate_card *g, uint64_t start,
+			uint64_t end);
+/*
+ * A slice of ours not the latest launch's: held (its end waits for our
+ * fence), and true; the lock held.
+ */
+bool gs_gate_hold_new_locked(struct gs_gate_card *g, uint64_t start,
+			     uint64_t end);
+/* Whether the slice is ours now (file mode: advanced first); locked. */
+bool gs_gate_slice_ours_locked(struct gs_gate_card *g, int32_t *owner,
+			       uint64_t *start, uint64_t *end);
+
+/* gate_fencer.c: fence, report and release the slice's work; locked. */
+void gs_gate_fence_and_release_locked(struct gs_gate_card *g);
+/* Starts the card's fencer thread, once per process; locked. */
+void gs_gate_start_fencer_locked(struct gs_card *c);
+
 /* The launch budget (gate_budget.c): a process's first slices admit
  * GS_BUDGET_START launches, doubling; past GS_BUDGET_MAX it is lifted. */
 #define GS_BUDGET_MAX 1024U
 #define GS_BUDGET_START 4U
 /* The budget after a fence saw n launches run spill ns past the slice. */
 void gs_budget_update(struct gs_gate_card *g, uint32_t n, uint64_t spill);
+/*
+ * Over the budget in a slice of ours ending at end, the card's lock held
+ * (dropped while it probes): true when the warm-up's probe found the
+ * slice's work run and the budget grew, so the launch goes on in it.
+ */
+bool gs_budget_warm_locked(struct gs_gate_card *g, uint64_t end);
 /*
  * One launch more in the slice; false when it is over the budget. A plain
  * load and store, not a locked add: threads launching at the same moment
@@ -51,8 +103,17 @@ static inline bool gs_over_budget(const struct gs_gate_card *g)
 void gs_fence_note(struct gs_gate_card *g, CUcontext ctx, CUstream s);
 /* Takes the set a fence waits for; the card's lock held. */
 struct gs_fence_set *gs_fence_take_locked(struct gs_gate_card *g);
-/* Waits for set's streams, at most until deadline; no lock held. */
-void gs_fence_wait(struct gs_fence_set *set, uint64_t deadline);
+/*
+ * Waits for set's streams, at most until deadline; no lock held. Whether
+ * they all passed.
+ */
+bool gs_fence_wait(struct gs_fence_set *set, uint64_t deadline);
+/*
+ * Waits, at most until deadline, for what the streams noted so far have
+ * queued, leaving the set to the slice's fence; the card's lock held,
+ * dropped meanwhile (fencing, as for a fence). Whether it all ran.
+ */
+bool gs_fence_probe_locked(struct gs_gate_card *g, uint64_t deadline);
 uint64_t gs_fence_deadline(uint64_t slice_end, uint64_t now);
 void gs_fence_done_locked(struct gs_gate_card *g);
 void gs_fence_before_capture(struct gs_gate_card *g, CUcontext ctx,

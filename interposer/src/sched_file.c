@@ -43,69 +43,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/futex.h>
 
 #include "sched_file_int.h"
-
-static long sf_futex(const uint32_t *word, int op, uint32_t val,
-		     const struct timespec *ts)
-{
-	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
-}
-
-/* ---- the page ---- */
-
-/* Rewrites the page under its sequence count when it changed; locked. */
-void gs_sf_publish(struct gs_sf_header *h)
-{
-	struct gpuslice_sched_page *p = &h->pub.page;
-	const struct gs_card *c = &h->core;
-	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_RELAXED);
-
-	if (!(seq & 1) &&
-	    __atomic_load_n(&p->owner, __ATOMIC_RELAXED) == gs_owner(c) &&
-	    __atomic_load_n(&p->slice_end_ns, __ATOMIC_RELAXED) ==
-		    gs_slice_end(c) &&
-	    __atomic_load_n(&p->handovers, __ATOMIC_RELAXED) == c->handovers)
-		return;
-	if (seq & 1)	/* a writer died half-way */
-		seq++;
-	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&p->owner, gs_owner(c), __ATOMIC_RELAXED);
-	__atomic_store_n(&p->slice_start_ns, c->slice_start, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->slice_end_ns, gs_slice_end(c), __ATOMIC_RELAXED);
-	__atomic_store_n(&p->policy, c->cfg.policy, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->slice_ns, c->cfg.slice_ns, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->max_inst, c->cfg.max_inst, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->mode, GPUSLICE_MODE_COMPUTE, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->handovers, c->handovers, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->seq, seq + 2, __ATOMIC_RELEASE);
-	/* Shared (not FUTEX_PRIVATE): the sleepers are other processes. */
-	sf_futex(&p->seq, FUTEX_WAKE, INT_MAX, NULL);
-}
-
-void gs_sf_page_wait(const struct gpuslice_sched_page *p, uint32_t seq,
-		     uint64_t deadline)
-{
-	uint64_t now = mono();
-	struct timespec ts;
-
-	if (deadline <= now)
-		return;
-	ts.tv_sec = (time_t)((deadline - now) / 1000000000ull);
-	ts.tv_nsec = (long)((deadline - now) % 1000000000ull);
-	/* EAGAIN (changed already), EINTR, ETIMEDOUT: the caller looks again. */
-	sf_futex(&p->seq, FUTEX_WAIT, seq, &ts);
-}
 
 /* ---- activity (all under the mutex) ---- */
 
@@ -152,37 +97,104 @@ static void sf_expire(struct gs_sf_header *h, uint64_t now)
 	}
 }
 
-/*
- * Does a process of entry v still hold the current slice for its drain?
- * A hold of an earlier slice lapsed when the card moved on (the drain's
- * bound): a stopped process's hold must not make the card wait at every
- * later slice of its vGPU.
- */
-static bool sf_holders(const struct gs_sf_header *h, int v)
+/* Does a process of entry v still hold its slice that began at start? */
+static bool sf_holders(const struct gs_sf_header *h, int v, uint64_t start)
 {
 	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++)
 		if (h->slot[i].state == GS_SF_USED && h->slot[i].vgpu == v &&
-		    h->slot[i].holding &&
-		    h->slot[i].hold_start == h->core.slice_start)
+		    h->slot[i].holding && h->slot[i].hold_start == start)
 			return true;
 	return false;
 }
 
 /*
- * Slot s stops holding at now: the last holder of the current slice ends
- * its vGPU's drain, and the card passes on when the slice was over. A
- * lapsed hold ends nothing.
+ * Whether a hold of vGPU id's slice that began at start is one the core
+ * waits for (kmod/core, gs_vgpu_drained): of the current slice, of the
+ * drain's while id drains, or of its lapsed drain's.
+ */
+static bool sf_hold_counts(const struct gs_card *c, int id, uint64_t start)
+{
+	return (c->owner == id && c->slice_start == start) ||
+	       (c->drainer == id && c->drain_slice == start) ||
+	       (c->vgpu[id].lapsed && c->vgpu[id].lapse_slice == start);
+}
+
+/*
+ * Slot s stops holding at now. The last holder of a slice the core waits
+ * for says its vGPU drained (gs_vgpu_drained): in its slice; as the
+ * drainer after an early handover, where the next owner's slice end moves
+ * earlier; or late, the drain lapsed, which the core charges. The release
+ * of any older hold ends nothing: it must not end a newer drain.
  */
 static void sf_unhold(struct gs_sf_header *h, struct gs_sf_slot *s,
 		      uint64_t now)
 {
+	const struct gs_sf_vgpu *e;
+
 	if (!s->holding)
 		return;
 	s->holding = 0;
-	if (s->hold_start != h->core.slice_start)
+	if (!sf_entry_ok(h, s->vgpu))
 		return;
-	if (sf_entry_ok(h, s->vgpu) && !sf_holders(h, s->vgpu))
-		gs_vgpu_drained(&h->core, h->vgpu[s->vgpu].core_id, now);
+	e = &h->vgpu[s->vgpu];
+	if (!sf_hold_counts(&h->core, e->core_id, s->hold_start) ||
+	    sf_holders(h, s->vgpu, s->hold_start))
+		return;
+	gs_vgpu_drained(&h->core, e->core_id, now);
+}
+
+/*
+ * The card is a vGPU's again (a new slice) while a process of it still
+ * holds its previous slice, its fence in flight: the work that fence
+ * waits for runs on in this slice and, past its end, in the next
+ * owner's. The hold carries over to this slice, so that its end is a
+ * drain charged as any other, not work run on uncharged (the core
+ * charged the earlier slice's late work up to this slice's start and
+ * takes the vGPU's new slice as the end of that drain). A hold older
+ * than the most a drain is ever charged (GS_DRAIN_MAX_NS past its
+ * grant's end: a stopped process) does not carry.
+ */
+static void sf_carry_holds(struct gs_sf_header *h, uint64_t now)
+{
+	const struct gs_card *c = &h->core;
+	int owner = gs_owner(c), v;
+	struct gs_sf_vgpu *e = NULL;
+	bool carried = false;
+
+	for (v = 0; owner >= 0 && v < (int)GS_SF_NVGPUS && !e; v++)
+		if (h->vgpu[v].state == GS_SF_USED &&
+		    h->vgpu[v].core_id == owner)
+			e = &h->vgpu[v];
+	if (!e || e->last_start == c->slice_start)
+		return;
+	v--;
+	for (unsigned int i = 0; i < GS_SF_NSLOTS; i++) {
+		struct gs_sf_slot *s = &h->slot[i];
+
+		if (s->state != GS_SF_USED || s->vgpu != v || !s->holding ||
+		    s->hold_start != e->last_start ||
+		    now >= s->grant_end + GS_DRAIN_MAX_NS)
+			continue;
+		s->hold_start = c->slice_start;
+		carried = true;
+	}
+	if (!carried)
+		return;
+	e->last_start = c->slice_start;
+	gs_vgpu_hold(&h->core, owner, true);
+}
+
+/*
+ * Advances the core to now: expired grants, a high-priority cut, the
+ * tick, and holds carried into a slice of their vGPU.
+ */
+static void sf_advance(struct gs_sf_header *h, uint64_t now)
+{
+	sf_expire(h, now);
+	/* A high-priority vGPU waiting ends a low-priority slice. */
+	gs_preempt(&h->core, now);
+	gs_tick(&h->core, now);
+	sf_carry_holds(h, now);
 }
 
 /* One process fewer for entry v; the last one takes the vGPU away. */
@@ -576,6 +588,7 @@ static void sf_hold_locked(struct gs_sf *sf, uint64_t now)
 	s->holding = 1;
 	s->grant_end = gs_slice_end(&h->core);
 	s->hold_start = h->core.slice_start;
+	h->vgpu[sf->vgpu].last_start = s->hold_start;
 	gs_vgpu_hold(&h->core, h->vgpu[sf->vgpu].core_id, true);
 	sf_note(h, sf->vgpu, now);
 }
@@ -605,10 +618,7 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 			sf_note(h, sf->vgpu, now);
 		}
 		*id = h->vgpu[sf->vgpu].core_id;
-		sf_expire(h, now);
-		/* A high-priority vGPU waiting ends a low-priority slice. */
-		gs_preempt(&h->core, now);
-		gs_tick(&h->core, now);
+		sf_advance(h, now);
 		gs_sf_publish(h);
 		wake = gs_slice_end(&h->core);
 		if (gs_owner(&h->core) == *id && now < wake) {
@@ -626,6 +636,19 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 			wake = now + 1000000;
 		gs_sf_page_wait(&h->pub.page, seq, wake);
 	}
+}
+
+void gs_sf_tick(struct gs_sf *sf)
+{
+	struct gs_sf_header *h = sf->h;
+	uint64_t now;
+
+	if (sf_lock(h))
+		return;
+	now = mono();
+	sf_advance(h, now);
+	gs_sf_publish(h);
+	sf_unlock(h);
 }
 
 void gs_sf_hold(struct gs_sf *sf)
@@ -658,8 +681,9 @@ void gs_sf_release(struct gs_sf *sf, uint64_t busy_ns)
 			s->pending = 0;
 			sf_note(h, sf->vgpu, now);
 		}
-		/* Our work ran: the card passes on now if it waited for us. */
+		/* Our work ran: the drain ends (the next owner's end moves). */
 		sf_unhold(h, s, now);
+		sf_carry_holds(h, now);
 		gs_sf_publish(h);
 	}
 	sf_unlock(h);

@@ -60,6 +60,13 @@ int gs_sf_acquire(struct gs_sf *sf, int32_t *id, uint64_t *start,
 		  uint64_t *end);
 
 /*
+ * Advances the schedule to now and publishes it: at its slice's end the
+ * fencer hands the card on then (there is no timer), which wakes the next
+ * owner, and learns whether its vGPU keeps the card (its next slice).
+ */
+void gs_sf_tick(struct gs_sf *sf);
+
+/*
  * The process launches in a slice of its vGPU that it did not acquire (a
  * neighbour's acquire or its own release began it): it holds the card in
  * it, as after gs_sf_acquire, so that the slice's end waits for its fence.

@@ -27,7 +27,7 @@
 #include "gs_sched.h"
 
 #define GS_SF_MAGIC		"gssched\0"	/* 8 bytes */
-#define GS_SF_VERSION		2u
+#define GS_SF_VERSION		3u	/* 3: last_start, the early handover */
 #define GS_SF_NVGPUS		GS_MAX_VGPUS
 #define GS_SF_NSLOTS		256u
 #define GS_SF_KEY_LEN		128u		/* a container id is 64 */
@@ -55,6 +55,8 @@ struct gs_sf_vgpu {
 	uint32_t pad;
 	uint64_t created_ns;		/* CLOCK_MONOTONIC, informational */
 	uint64_t busy_ns;		/* busy time its processes reported */
+	uint64_t last_start;		/* start of the latest slice a
+					 * process of it held */
 	char key[GS_SF_KEY_LEN];	/* GPUSLICE_VGPU, NUL-terminated */
 };
 

@@ -158,6 +158,7 @@ struct gs_gate_card {
 	const struct gpuslice_sched_page *page;	/* NULL: ACQUIRE's answer */
 	pthread_mutex_t lock;	/* the slow path: one thread at a time */
 	uint64_t seen_end;	/* atomic: the slice of the latest launch, 0 none */
+	uint64_t seen_start;	/* its start (the page's), 0 unknown */
 	uint64_t acq_end;	/* atomic: the slice end ACQUIRE last answered */
 	uint64_t first_ns;	/* first launch in seen_end's slice, 0 none */
 	uint64_t busy_ns;	/* earlier slices' busy time, not yet reported */
@@ -187,6 +188,13 @@ struct gs_gate_card {
 	 */
 	uint32_t nlaunch;
 	uint32_t budget;
+	/*
+	 * The warm-up's probe (gate_budget.c): a copy of the noted set with
+	 * events of its own, so the slice's fence still finds the set whole.
+	 * budget_cut: a fence found work spilling; no more probing.
+	 */
+	struct gs_fence_set probe;
+	bool budget_cut;
 };
 
 /* A card of this container: its cap, its ledger and its compute gate. */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * gstest tenant <seconds> <kernel_us> <depth> [streams] [go] [hold] [gap=<us>]
- * [iters_per_us=<rate>]: a compute
+ * [iters_per_us=<rate>] [iv=<ms>]: a compute
  * tenant. Launches kernels of kernel_us microseconds back to back for the
  * given seconds (on the simulated driver a kernel occupies the device's
  * engine for the duration in kernelParams[0], in ns; on a real GPU the
@@ -29,6 +29,8 @@
  * the final synchronisation succeeded) and work_ns (kernels_done x
  * kernel_ns, the nominal work), so that a real GPU, which has no engine
  * statistics, still reports what the tenant got done.
+ * With "iv=<ms>" (simcuda only) it also prints iv_ns and iv_busy_ns, its
+ * engine time in each interval of ms from its start (sampler.c).
  * A refused launch prints launch.rc=<name> and exits 1.
  */
 #include <dlfcn.h>
@@ -40,6 +42,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "sampler.h"
 
 #define MAX_DEPTH 256
 #define MAX_STREAMS 64
@@ -163,6 +166,8 @@ int cmd_tenant(int argc, char **argv)
 	size_t nlat = 0, caplat = 0;
 	void *params[] = { &ns };
 	unsigned long long launches = 0;
+	struct sampler smp;
+	uint64_t iv_ns = 0;
 	CUmodule mod;
 	CUfunction f;
 	CUresult rc;
@@ -176,6 +181,9 @@ int cmd_tenant(int argc, char **argv)
 			go = true;
 		} else if (!strncmp(opt, "iters_per_us=", 13)) {
 			iters_per_us = parse_rate(opt + 13);
+		} else if (!strncmp(opt, "iv=", 3)) {
+			iv_ns = (uint64_t)parse_long(opt + 3, 1, 10000, "iv") *
+				1000000;
 		} else if (!strncmp(opt, "gap=", 4)) {
 			latency = true;
 			gap_ns = (uint64_t)parse_long(opt + 4, 0, 10000000,
@@ -230,6 +238,9 @@ int cmd_tenant(int argc, char **argv)
 
 	t0 = now_ns();
 	deadline = t0 + (uint64_t)seconds * 1000000000ULL;
+	if (iv_ns && (!stats || sampler_start(&smp, stats, t0, busy, iv_ns,
+					      (uint64_t)seconds)))
+		dief("tenant: iv= needs simcudaEngineStats and seconds > 0");
 	while (now_ns() < deadline || (!seconds && !launches)) {
 		long slot = (long)(launches % (unsigned long long)depth);
 		CUstream s = st[launches % (unsigned long long)nstreams];
@@ -290,6 +301,8 @@ int cmd_tenant(int argc, char **argv)
 			       (unsigned long long)(kernels - k0));
 		}
 	}
+	if (iv_ns)
+		sampler_finish(&smp);
 	if (latency)
 		print_latencies(lat, nlat);
 	printf("kernel_ns=%llu\n", (unsigned long long)kernel_ns);

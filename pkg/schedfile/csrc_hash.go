@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "82d17d3ef5d1784e3d6b1b3b1a9d56f1873d5ab3b26215f65f5e33d24c089bf4"
+const cSourcesHash = "7b7380b3f7833410cb8dc3eb407c0fefbdbc54f4d8cef6523437ed5341694ce4"

@@ -1,0 +1,222 @@
+package interposer_test
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The engine's time at handovers and in the first period, no-module mode
+// (issue 14, item 10): saturating tenants (1 ms kernels, two in flight,
+// 5 ms slices, 20 units a period) on one simulated engine and one
+// schedule file, each sampling its own engine time every 100 ms from its
+// start (gstest tenant ... iv=100). What must hold, measured precisely by
+// benchmarks/shares: two saturating tenants get at least 98 % of the
+// engine time one tenant alone gets; each tenant's share of wall time is
+// within 1.5 points of its target; every 100 ms interval from the first
+// within 3 points. The margins here hold on a loaded 2-core machine.
+
+const (
+	engineSeconds = "2"
+	ivMS          = 100
+)
+
+// Margins for a loaded 2-core machine (the precise figures: benchmarks/).
+// A loaded machine stalls a tenant now and then for tens of ms, which no
+// gate can help: the intervals are checked by the first (the warm-up) and
+// the median, the worst is logged. The median allows the core's repaying
+// of a drain's debt a whole unit at a time (5 points of a 100 ms
+// interval, kmod/core gs_pays_debt).
+const (
+	engineRatioMin = 0.975 // pair over alone, gated and ungated
+	wallTol        = 3.0   // points of wall time, whole run
+	firstTol       = 6.0   // points, the first 100 ms interval
+	medianTol      = 4.0   // points, the median interval's error
+)
+
+// measured is one tenant's run: its share of wall time and of each
+// 100 ms interval, in percent.
+type measured struct {
+	spec tenantSpec
+	wall float64
+	ivs  []float64
+	res  result
+}
+
+func (m measured) String() string {
+	var iv []string
+	for _, v := range m.ivs {
+		iv = append(iv, fmt.Sprintf("%.1f", v))
+	}
+	return fmt.Sprintf("%s(%s%%): %.1f%% of wall, intervals [%s]",
+		m.spec.key, m.spec.quota, m.wall, strings.Join(iv, " "))
+}
+
+// runSampled runs saturating tenants together on m for engineSeconds.
+func runSampled(t *testing.T, m *machine, specs ...tenantSpec) []measured {
+	t.Helper()
+	args := make([][]string, len(specs))
+	for i := range specs {
+		args[i] = []string{tenantKernel, tenantDepth, "1"}
+	}
+	return runSampledShaped(t, m, specs, args)
+}
+
+// runSampledShaped is runSampled with tenant i's kernel_us, depth and
+// streams args[i].
+func runSampledShaped(t *testing.T, m *machine, specs []tenantSpec, args [][]string) []measured {
+	t.Helper()
+	var ps []*proc
+	for i, s := range specs {
+		a := append([]string{"tenant", engineSeconds}, args[i]...)
+		ps = append(ps, m.container(s).start(append(a, "go", "iv="+strconv.Itoa(ivMS))...))
+	}
+	for _, p := range ps {
+		p.await("ready", 30*time.Second)
+	}
+	for _, p := range ps {
+		_, err := p.stdin.Write([]byte("go\n"))
+		require.NoError(t, err)
+	}
+	var rs []result
+	if m.env["GPU_POLICY"] == "" {
+		for _, p := range ps {
+			r := p.stop(60 * time.Second)
+			require.Equal(t, 0, r.code, "%s", r)
+			rs = append(rs, r)
+		}
+	} else {
+		rs = finish(t, ps)
+	}
+	var out []measured
+	for i, r := range rs {
+		o := measured{spec: specs[i], res: r}
+		for _, f := range strings.Split(r.kv()["iv_busy_ns"], ",") {
+			ns, err := strconv.ParseUint(f, 10, 64)
+			require.NoError(t, err, "%s", r)
+			o.ivs = append(o.ivs, 100*float64(ns)/(ivMS*1e6))
+		}
+		require.NotEmpty(t, o.ivs, "%s", r)
+		// Over the sampled window: a last launch waiting for a slice
+		// past the deadline does not stretch it.
+		for _, v := range o.ivs {
+			o.wall += v / float64(len(o.ivs))
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// engineUse is the engine time the tenants got over their window.
+func engineUse(ms []measured) float64 {
+	var use float64
+	for _, o := range ms {
+		use += o.wall / 100
+	}
+	return use
+}
+
+// Two saturating tenants under policy 3 against one alone, gated and
+// ungated: the engine must not idle at the handovers between them. (A
+// lone gated tenant that drains at every slice's end, as the gate did
+// before, idles the engine as often as a pair does: hence the ungated
+// one too.)
+func TestFileGateEngineUse(t *testing.T) {
+	bare := engineUse(runSampled(t, schedMachine(t, ""), tenantSpec{"a", "10"}))
+	alone := engineUse(runSampled(t, schedMachine(t, "3"), tenantSpec{"a", "10"}))
+	pair := engineUse(runSampled(t, schedMachine(t, "3"), tenantSpec{"a", "10"}, tenantSpec{"b", "10"}))
+	t.Logf("policy 3, engine use: one tenant alone %.4f (ungated %.4f), two %.4f: ratio %.4f (%.4f against ungated)",
+		alone, bare, pair, pair/alone, pair/bare)
+	assert.GreaterOrEqual(t, pair/alone, engineRatioMin,
+		"two saturating tenants got %.4f of the engine, one alone %.4f", pair, alone)
+	assert.GreaterOrEqual(t, pair/bare, engineRatioMin,
+		"two saturating tenants got %.4f of the engine, one alone ungated %.4f", pair, bare)
+}
+
+// checkWall checks each tenant's share of wall time against want: over
+// the run (wallTol), in the first interval (firstTol) and in the median
+// one (medianTol).
+func checkWall(t *testing.T, ms []measured, want []float64) {
+	t.Helper()
+	for i, o := range ms {
+		worst, at := 0.0, 0
+		errs := make([]float64, len(o.ivs))
+		for k, v := range o.ivs {
+			errs[k] = math.Abs(v - want[i])
+			if errs[k] > worst {
+				worst, at = errs[k], k
+			}
+		}
+		sort.Float64s(errs)
+		median := errs[len(errs)/2]
+		t.Logf("%s; want %.1f: whole run %+.1f, first interval %+.1f, median error %.1f, worst interval %d %+.1f points",
+			o, want[i], o.wall-want[i], o.ivs[0]-want[i], median, at, o.ivs[at]-want[i])
+		assert.InDelta(t, want[i], o.wall, wallTol, "%s's share of wall time\n%s", o.spec.key, o)
+		assert.InDelta(t, want[i], o.ivs[0], firstTol, "%s's share of the first 100 ms\n%s", o.spec.key, o)
+		assert.LessOrEqual(t, median, medianTol, "%s's median interval error\n%s", o.spec.key, o)
+	}
+}
+
+func TestFileGateWallFixed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		specs []tenantSpec
+		want  []float64
+	}{
+		{"30/70", []tenantSpec{{"a", "30"}, {"b", "70"}}, []float64{30, 70}},
+		{"70/30", []tenantSpec{{"a", "70"}, {"b", "30"}}, []float64{70, 30}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkWall(t, runSampled(t, schedMachine(t, "1"), tc.specs...), tc.want)
+		})
+	}
+}
+
+func TestFileGateWallWeighted(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		specs []tenantSpec
+		want  []float64
+	}{
+		{"50/50", []tenantSpec{{"a", "50"}, {"b", "50"}}, []float64{50, 50}},
+		{"5/5/10", []tenantSpec{{"a", "5"}, {"b", "5"}, {"c", "10"}}, []float64{25, 25, 50}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkWall(t, runSampled(t, schedMachine(t, "4"), tc.specs...), tc.want)
+		})
+	}
+}
+
+// The launch budget's warm-up (gate_budget.c) probes instead of holding a
+// process to four launches a slice, but a process that queues far more
+// than a slice can run in its first slice is still held: 20 ms kernels 64
+// deep (1.28 s of work) on the 25 % tenant next to two of 1 ms kernels,
+// policy 4. Without any budget it took 92 % of the wall time, all of its
+// first intervals. Checked: its first 100 ms and its first 300 ms, where
+// an open hole shows first (its share over the run is
+// TestFileGateLongDeepQueue's).
+func TestFileGateFirstSliceDeepQueue(t *testing.T) {
+	specs := []tenantSpec{{"a", "5"}, {"b", "5"}, {"c", "10"}}
+	args := [][]string{{"20000", "64", "4"}, {tenantKernel, tenantDepth, "1"}, {tenantKernel, tenantDepth, "1"}}
+	ms := runSampledShaped(t, schedMachine(t, "4"), specs, args)
+	for _, o := range ms {
+		t.Logf("%s", o)
+	}
+	a := ms[0]
+	// Its first slice admits GS_BUDGET_START (4) kernels, 80 ms of work
+	// that runs into its neighbours' slices and is charged to it, and no
+	// probe lets it queue more: at most 80 ms of the first 100. With the
+	// hole open it had all of the first 300 ms; charged, it pays the 80
+	// ms back (26.7 % of them with the core before the early handover,
+	// 46.7 % with it and the hold carried into its next slice).
+	assert.LessOrEqual(t, a.ivs[0], 85.0, "the deep tenant's first 100 ms\n%s", a)
+	first3 := (a.ivs[0] + a.ivs[1] + a.ivs[2]) / 3
+	assert.LessOrEqual(t, first3, 50.0, "the deep tenant's first 300 ms\n%s", a)
+}
