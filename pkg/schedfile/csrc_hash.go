@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "7b7380b3f7833410cb8dc3eb407c0fefbdbc54f4d8cef6523437ed5341694ce4"
+const cSourcesHash = "f9a221b1229bba86aae18c69871be2c23dd87d5322069016c07c1e4c14b10f5a"
