@@ -215,8 +215,10 @@ func TestFileGateFirstSliceDeepQueue(t *testing.T) {
 	// probe lets it queue more: at most 80 ms of the first 100. With the
 	// hole open it had all of the first 300 ms; charged, it pays the 80
 	// ms back (26.7 % of them with the core before the early handover,
-	// 46.7 % with it and the hold carried into its next slice).
+	// 46.7 % with it and the hold carried into its next slice, up to 60
+	// % on a loaded 2-core machine: 70 leaves the margin and still fails
+	// the open hole's 92 %).
 	assert.LessOrEqual(t, a.ivs[0], 85.0, "the deep tenant's first 100 ms\n%s", a)
 	first3 := (a.ivs[0] + a.ivs[1] + a.ivs[2]) / 3
-	assert.LessOrEqual(t, first3, 50.0, "the deep tenant's first 300 ms\n%s", a)
+	assert.LessOrEqual(t, first3, 70.0, "the deep tenant's first 300 ms\n%s", a)
 }
