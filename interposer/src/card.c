@@ -111,6 +111,11 @@ static int open_module_ledger(struct gs_card *c, struct gs_ledger **l)
 		       c->index, c->index);
 		return err;
 	}
+	if (err == -EUSERS) {
+		gs_err("card %d: this container's vGPU has as many processes attached as the kernel module allows (GPUSLICE_MAX_VGPU_FILES, %d); device allocations on card %d are refused",
+		       c->index, GPUSLICE_MAX_VGPU_FILES, c->index);
+		return err;
+	}
 	if (err) {
 		gs_err("cannot attach to card %d through " GPUSLICE_DEVICE ": %s; device allocations on card %d are refused (GPUSLICE_ENFORCE=file selects the no-module ledger)",
 		       c->index, strerror(-err), c->index);

@@ -86,6 +86,8 @@ func explain(op string, errno syscall.Errno) string {
 		why = "over the vGPU's memory cap"
 	case syscall.ENOTCONN:
 		why = "not attached to that card"
+	case syscall.EUSERS:
+		why = "the vGPU has the most files attached (1024) or threads waiting (256) the module allows"
 	case syscall.ENOTTY:
 		why = "the module does not know this call (an older gpuslice.ko)"
 	}
