@@ -88,8 +88,23 @@ var (
 		`Enabled\. Permanently consumes one hw-PMU counter)|watchdog: Disabling watchdog on nohz_full`)
 )
 
+// hrtimerTookRE and hrtimerTookMin: "hrtimer: interrupt took N ns" under
+// 5 ms is the emulator's, not the guest's: qemu's one TCG thread,
+// preempted by a loaded host, stops the guest CPU inside the interrupt
+// (1.2 ms seen on a fresh clone's make test). The module's fault it
+// reported was 11-13 ms (every waiter woken in the timer's interrupt).
+// Same threshold in tests/gstest.h.
+var hrtimerTookRE = regexp.MustCompile(`hrtimer: interrupt took (\d+) ns`)
+
+const hrtimerTookMin = 5_000_000
+
 // isKernelErr says whether a kernel message reports trouble.
 func isKernelErr(msg string) bool {
+	if m := hrtimerTookRE.FindStringSubmatch(msg); m != nil {
+		if ns, err := strconv.ParseUint(m[1], 10, 64); err == nil && ns < hrtimerTookMin {
+			return false
+		}
+	}
 	return kernelErrRE.MatchString(msg) && !kernelBenignRE.MatchString(msg)
 }
 
@@ -492,6 +507,7 @@ func TestKernelErrPatterns(t *testing.T) {
 		{"WARNING: CPU: 1 PID: 77 at gs_card.c:120 gs_card_tick+0x40/0x90 [gpuslice]", true},
 		{"watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [flood:120]", true},
 		{"hrtimer: interrupt took 11574410 ns", true},
+		{"hrtimer: interrupt took 1196229 ns", false},
 		{"rcu: INFO: rcu_sched detected stalls on CPUs/tasks:", true},
 		{"rcu: INFO: rcu_preempt self-detected stall on CPU", true},
 		{"rcu: 1-....: (5249 ticks this GP) idle=8d4/1/0x4000000000000000", false},

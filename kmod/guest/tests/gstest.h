@@ -318,6 +318,24 @@ static const char *const gs_splats[] = {
 	"soft lockup", "hard LOCKUP", "hung_task", "blocked for more than",
 };
 
+/*
+ * "hrtimer: interrupt took N ns" under this many ns is the emulator's,
+ * not the guest's: qemu's one TCG thread, preempted by a loaded host,
+ * stops the guest CPU inside the interrupt (1.2 ms seen on a fresh
+ * clone's make test). The module's fault it reported was 11-13 ms (every
+ * waiter woken in the timer's interrupt). Same threshold in guest_test.go.
+ */
+#define GS_HRTIMER_TOOK_MIN_NS 5000000ULL
+
+/* A splat, or an hrtimer overrun too short to be the guest's? */
+static inline int gs_kmsg_benign(const char *msg)
+{
+	const char *p = strstr(msg, "hrtimer: interrupt took ");
+
+	return p && strtoull(p + strlen("hrtimer: interrupt took "), NULL, 10) <
+			    GS_HRTIMER_TOOK_MIN_NS;
+}
+
 static inline void gs_kmsg_open(void)
 {
 	gs_kmsg_fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -345,7 +363,8 @@ static inline int gs_kmsg_check(char *bad, size_t len)
 		msg = strchr(rec, ';');
 		msg = msg ? msg + 1 : rec;
 		for (size_t i = 0; i < sizeof(gs_splats) / sizeof(gs_splats[0]); i++) {
-			if (strstr(msg, gs_splats[i]) && !found) {
+			if (strstr(msg, gs_splats[i]) && !found &&
+			    !gs_kmsg_benign(msg)) {
 				char *nl = strchr(msg, '\n');
 
 				if (nl)
