@@ -229,19 +229,25 @@ static void launch_in_slice_locked(struct gs_gate_card *g, uint64_t start,
  * Over its budget the process launches nothing more in this slice: it
  * sleeps, the card's lock held, until the slice ends or is cut (the page's
  * futex without the module, WAIT with it); the slow path then fences,
- * releases and acquires the next one as usual.
+ * releases and acquires the next one as usual. This slice is the latest
+ * launch's (known by its start: an end moved earlier is the same slice):
+ * when the card goes straight on to our next slice (we are the next pick,
+ * no drain between, as for a lone tenant) this one is over too. Waiting
+ * on while the card is merely ours would never end for a lone tenant, and
+ * with the lock held the fencer could never release.
  */
 static void wait_out_slice_locked(struct gs_gate_card *g)
 {
+	uint64_t start, end;
 	int32_t owner;
-	uint64_t end;
 	uint32_t seq;
 
 	for (;;) {
 		seq = g->sf ? __atomic_load_n(&g->page->seq, __ATOMIC_ACQUIRE) :
 			      0;
-		if (!read_slice(g, &owner, &end) ||
-		    !gs_gate_may_run(g, owner, end, gs_gate_now()))
+		if (!gs_gate_read_slice(g, &owner, &start, &end) ||
+		    !gs_gate_may_run(g, owner, end, gs_gate_now()) ||
+		    !gs_gate_same_slice(g, start, end))
 			return;
 		if (g->sf)
 			gs_sf_page_wait(g->page, seq & ~1u, end);

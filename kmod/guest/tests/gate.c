@@ -19,6 +19,8 @@
  */
 #include "gstest.h"
 
+#include <poll.h>
+
 #define P "gate"
 #define CARD 0
 #define SLICE (20 * MS)
@@ -532,6 +534,73 @@ static int t_engine_use(void)
 	return 0;
 }
 
+/* Reads the tenant's output to EOF for at most ms; -1 when it ran on. */
+static int read_eof_within(struct tenant *t, unsigned ms)
+{
+	uint64_t deadline = gs_now() + (uint64_t)ms * MS;
+	struct pollfd pfd = { .fd = t->out, .events = POLLIN };
+	size_t n = strlen(t->buf);
+	ssize_t r;
+
+	while (n + 1 < sizeof(t->buf) && gs_now() < deadline) {
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		r = read(t->out, t->buf + n, sizeof(t->buf) - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return 0;
+		n += (size_t)r;
+		t->buf[n] = 0;
+	}
+	return n + 1 < sizeof(t->buf) ? -1 : 0;
+}
+
+/*
+ * A lone tenant over its launch budget: 8 ms kernels 8 deep have 32 ms
+ * queued at the first slice's fifth launch, more than the slice has
+ * left, so the warm-up's probe fails and the launch waits the slice out.
+ * Alone, the card goes straight on to its next slice (no drain between,
+ * the early handover): the wait must end there. It waited on while the
+ * card was merely ours, the card's lock held so that the fencer could not
+ * release either, and the tenant never launched again (the gate program
+ * hung in engine_use_two_vs_one now and then, here every time).
+ */
+static int t_lone_over_budget(void)
+{
+	static const uint32_t q[1] = { 10 };
+	struct tenant t = { .cg = "gsgA", .quota = "10", .seconds = "2",
+			    .kernel_us = "8000", .depth = "8" };
+	uint64_t t0;
+	int ids[1];
+
+	if (setup(GPUSLICE_POLICY_PREEMPTIVE, 1, q, cgs, ids) < 0)
+		return -1;
+	TOK(start(&t));
+	if (read_until(&t, "ready") < 0) {
+		kill_tenants(&t, 1);
+		T(0, "tenant never got ready:\n%s", t.buf);
+	}
+	t0 = gs_now();
+	gs_write_all(t.in, "go\n", 3);
+	if (read_eof_within(&t, 20000) < 0) {
+		kill_tenants(&t, 1);
+		T(0, "a 2 s tenant still running after 20 s (its launch "
+		  "waiting out a slice of a card that stays its own):\n%s",
+		  t.buf);
+	}
+	finish_tenant(&t);
+	T(t.status == 0, "tenant: status %d:\n%s", t.status, t.buf);
+	T(kv(&t, "kernels_done") > 0 && kv(&t, "kernels_done") != ~0ULL,
+	  "the tenant ran no kernel:\n%s", t.buf);
+	gs_info(P " lone over budget: done in %.1f s, %llu kernels, the "
+		"engine busy %.1f%% of its wall time",
+		(double)(gs_now() - t0) / 1e9,
+		(unsigned long long)kv(&t, "kernels_done"),
+		100.0 * (double)kv(&t, "busy_ns") / (double)kv(&t, "wall_ns"));
+	return 0;
+}
+
 /* Policy 0: nothing gated, the engine's FIFO shares it about evenly. */
 static int t_native(void)
 {
@@ -593,6 +662,7 @@ int main(void)
 	gs_run("priority_keeps_card", t_priority);
 	gs_run("native_ungated", t_native);
 	gs_run("engine_use_two_vs_one", t_engine_use);
+	gs_run("lone_over_budget", t_lone_over_budget);
 	gs_run("vgpu_removed_refused", t_removed);
 	return gs_finish();
 }
