@@ -165,8 +165,15 @@ static int t_hides_overrun(void)
 		hs_ms(s.busy_ns), hs_ms(wall), hs_victim_share(&sh->v));
 	T(sh->overrun > 10 * MS, "the hider held only %.1f ms past its ends",
 	  hs_ms(sh->overrun));
-	/* The kernel saw each RELEASE after the tenant's clock read. */
-	T(s.busy_ns >= sh->overrun * 9 / 10, "busy_ns %.1f ms: less than the "
+	/*
+	 * The kernel charges what the card waited for: a drain up to its
+	 * bound (one slice), a late release's part until the vGPU's next
+	 * grant, nothing for a slice it kept (it was the next pick). On a
+	 * loaded host the hider's RELEASEs come late, past those: a fresh
+	 * clone gave 450 ms against the 602 ms it measured. Half of it
+	 * still tells the bound from trusting the report (cf35435: 0).
+	 */
+	T(s.busy_ns >= sh->overrun / 2, "busy_ns %.1f ms: less than half the "
 	  "%.1f ms the vGPU held the card past its slices' ends",
 	  hs_ms(s.busy_ns), hs_ms(sh->overrun));
 	T(s.busy_ns <= wall, "busy_ns %.1f ms, more than the %.1f ms since "
