@@ -247,7 +247,14 @@ log=$out/serial.log
 echo "kmod/guest/run.sh: booting $vmlinuz in qemu (TCG, up to $timeout_s s); console: $log" >&2
 t0=$(now)
 rc=0
-timeout -k 10 "$timeout_s" qemu-system-x86_64 \
+# The emulated CPU is one host thread: a host that preempts it stops the
+# guest inside whatever it runs, an interrupt included, and the kernel
+# then reports the interrupt as long ("hrtimer: interrupt took", 5.9 ms
+# in a loaded run), which the harness counts as the guest's. As root
+# (CI), qemu runs at a higher priority than the tests beside it.
+prio=()
+[ "$(id -u)" = 0 ] && prio=(nice -n -10)
+timeout -k 10 "$timeout_s" "${prio[@]}" qemu-system-x86_64 \
 	-accel tcg,thread=single -cpu max -smp "${GSGUEST_SMP:-1}" -m 1024 \
 	-kernel "$vmlinuz" -initrd "$out/initramfs.gz" -append "$append" \
 	-nographic -no-reboot -nodefaults -serial stdio -monitor none \
