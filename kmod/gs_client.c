@@ -425,7 +425,9 @@ static long gs_acquire_wait(struct gs_attach *att, bool hold, u64 timeout_ns,
 	return ret == -ETIME ? -ETIMEDOUT : ret;
 }
 
-int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
+/* *was_pending: the file's acquired work before the call (to undo it). */
+int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg,
+	       bool *was_pending)
 {
 	const u32 known = GPUSLICE_ACQUIRE_NONBLOCK | GPUSLICE_ACQUIRE_HOLD;
 	bool hold = arg->flags & GPUSLICE_ACQUIRE_HOLD;
@@ -471,6 +473,7 @@ int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg)
 	/* Granted: the file has work until RELEASE_IDLE. Not: as before. */
 	spin_lock_irq(&card->lock);
 	att->nwaiting--;
+	*was_pending = att->pending;
 	if (!err && !ret)
 		att->pending = true;
 	if (gs_att_recount(att))
@@ -571,22 +574,6 @@ int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg)
 	if (ret == -ERESTARTSYS)
 		return -EINTR;
 	return err;
-}
-
-/* Whether cl's attachment to card has acquired work (for undoing ACQUIRE). */
-bool gs_acquired(struct gs_client *cl, u32 card)
-{
-	struct gs_attach *att;
-	bool pending;
-	int err;
-
-	att = gs_attached(cl, card, &err);
-	if (!att)
-		return false;
-	spin_lock_irq(&att->kv->card->lock);
-	pending = att->pending;
-	spin_unlock_irq(&att->kv->card->lock);
-	return pending;
 }
 
 /*

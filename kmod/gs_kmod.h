@@ -175,14 +175,15 @@ int gs_charge(struct gs_client *cl, struct gpuslice_charge *arg);
 int gs_uncharge(struct gs_client *cl, struct gpuslice_charge *arg, u64 *taken);
 void gs_charge_undo(struct gs_client *cl, u32 card, u64 bytes, bool charged);
 int gs_meminfo(struct gs_client *cl, struct gpuslice_charge *arg);
-int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg);
+int gs_acquire(struct gs_client *cl, struct gpuslice_acquire *arg,
+	       bool *was_pending);
 int gs_release(struct gs_client *cl, const struct gpuslice_release *arg);
 int gs_wait(struct gs_client *cl, const struct gpuslice_wait *arg);
-bool gs_acquired(struct gs_client *cl, u32 card);
 void gs_acquire_undo(struct gs_client *cl, u32 card, bool pending);
 
 /* gs_unseen.c */
-int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin);
+int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin,
+		   u64 *old);
 s64 gs_vgpu_in_use(const struct gs_kvgpu *kv);
 
 /* gs_busy.c */

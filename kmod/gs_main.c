@@ -78,7 +78,10 @@ static bool gs_sees_all(void)
 	return ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN);
 }
 
-/* What a call changed, to undo it when its answer cannot be copied out. */
+/*
+ * What a call changed, noted by the call itself, to undo it when its
+ * answer cannot be copied out.
+ */
 struct gs_undo {
 	u64 taken;		/* UNCHARGE: the bytes it took */
 	u64 unseen;		/* SET_UNSEEN: the value before */
@@ -112,15 +115,15 @@ static int gs_dispatch(struct gs_client *cl, unsigned int cmd,
 	case GPUSLICE_IOC_MEMINFO:
 		return gs_meminfo(cl, &a->charge);
 	case GPUSLICE_IOC_ACQUIRE:
-		return gs_acquire(cl, &a->acquire);
+		return gs_acquire(cl, &a->acquire, &u->pending);
 	case GPUSLICE_IOC_RELEASE:
 		return gs_release(cl, &a->release);
 	case GPUSLICE_IOC_WAIT:
 		return gs_wait(cl, &a->wait);
 	case GPUSLICE_IOC_VGPU_UNSEEN:
-		return gs_vgpu_unseen(&a->unseen, false, gs_sees_all());
+		return gs_vgpu_unseen(&a->unseen, false, gs_sees_all(), NULL);
 	case GPUSLICE_IOC_VGPU_SET_UNSEEN:
-		return gs_vgpu_unseen(&a->unseen, true, true);
+		return gs_vgpu_unseen(&a->unseen, true, true, &u->unseen);
 	}
 	return -ENOTTY;
 }
@@ -142,25 +145,6 @@ static bool gs_known_ioctl(unsigned int cmd)
 		return true;
 	}
 	return gs_admin_ioctl(cmd);
-}
-
-/* Notes the state a call may change that gs_undo() restores. */
-static void gs_undo_prepare(struct gs_client *cl, unsigned int cmd,
-			    const union gs_ioc_arg *a, struct gs_undo *u)
-{
-	struct gpuslice_vgpu_unseen q = {};
-
-	switch (cmd) {
-	case GPUSLICE_IOC_ACQUIRE:
-		u->pending = gs_acquired(cl, a->acquire.card);
-		break;
-	case GPUSLICE_IOC_VGPU_SET_UNSEEN:
-		q.card = a->unseen.card;
-		q.id = a->unseen.id;
-		if (!gs_vgpu_unseen(&q, false, true))
-			u->unseen = q.bytes;
-		break;
-	}
 }
 
 /*
@@ -186,7 +170,7 @@ static void gs_undo(struct gs_client *cl, unsigned int cmd,
 		break;
 	case GPUSLICE_IOC_VGPU_SET_UNSEEN:
 		a->unseen.bytes = u->unseen;
-		gs_vgpu_unseen(&a->unseen, true, true);
+		gs_vgpu_unseen(&a->unseen, true, true, NULL);
 		break;
 	}
 }
@@ -214,7 +198,6 @@ static long gs_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
 	 */
 	if ((_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(up, &a, size))
 		return -EFAULT;
-	gs_undo_prepare(file->private_data, cmd, &a, &undo);
 	err = gs_dispatch(file->private_data, cmd, &a, &undo);
 	if (err)
 		return err;

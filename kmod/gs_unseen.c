@@ -21,11 +21,15 @@ s64 gs_vgpu_in_use(const struct gs_kvgpu *kv)
 
 /*
  * VGPU_UNSEEN (anyone: its own vGPU, or any with admin) reads,
- * VGPU_SET_UNSEEN (set, administrators) writes first. Lock-free: the
- * vGPU is looked up under RCU and its counters are atomic.
+ * VGPU_SET_UNSEEN (set, administrators) writes first, the value it
+ * replaced in *old when old is not NULL (to undo it). Lock-free: the vGPU
+ * is looked up under RCU and its counters are atomic.
  */
-int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin)
+int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin,
+		   u64 *old)
 {
+	s64 was;
+
 	struct gs_kvgpu *kv;
 	int err;
 
@@ -34,8 +38,11 @@ int gs_vgpu_unseen(struct gpuslice_vgpu_unseen *arg, bool set, bool admin)
 	rcu_read_lock();
 	kv = gs_vgpu_visible(arg->card, arg->id, admin, &err);
 	if (kv) {
-		if (set)
-			atomic64_set(&kv->mem_unseen, arg->bytes);
+		if (set) {
+			was = atomic64_xchg(&kv->mem_unseen, arg->bytes);
+			if (old)
+				*old = was;
+		}
 		arg->bytes = atomic64_read(&kv->mem_unseen);
 		arg->mem_used = atomic64_read(gs_used(kv));
 		arg->mem_cap = READ_ONCE(kv->mem_cap);
