@@ -170,32 +170,22 @@ func checkWall(t *testing.T, ms []measured, want []float64) {
 	}
 }
 
-func TestFileGateWallFixed(t *testing.T) {
+// Shares of wall time under policy 1 (30/70 both ways) and policy 4
+// (50/50, 5/5/10), over the run and by 100 ms interval.
+func TestFileGateWall(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		specs []tenantSpec
-		want  []float64
+		name   string
+		policy string
+		specs  []tenantSpec
+		want   []float64
 	}{
-		{"30/70", []tenantSpec{{"a", "30"}, {"b", "70"}}, []float64{30, 70}},
-		{"70/30", []tenantSpec{{"a", "70"}, {"b", "30"}}, []float64{70, 30}},
+		{"fixed/30/70", "1", []tenantSpec{{"a", "30"}, {"b", "70"}}, []float64{30, 70}},
+		{"fixed/70/30", "1", []tenantSpec{{"a", "70"}, {"b", "30"}}, []float64{70, 30}},
+		{"weighted/50/50", "4", []tenantSpec{{"a", "50"}, {"b", "50"}}, []float64{50, 50}},
+		{"weighted/5/5/10", "4", []tenantSpec{{"a", "5"}, {"b", "5"}, {"c", "10"}}, []float64{25, 25, 50}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkWall(t, runSampled(t, schedMachine(t, "1"), tc.specs...), tc.want)
-		})
-	}
-}
-
-func TestFileGateWallWeighted(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		specs []tenantSpec
-		want  []float64
-	}{
-		{"50/50", []tenantSpec{{"a", "50"}, {"b", "50"}}, []float64{50, 50}},
-		{"5/5/10", []tenantSpec{{"a", "5"}, {"b", "5"}, {"c", "10"}}, []float64{25, 25, 50}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			checkWall(t, runSampled(t, schedMachine(t, "4"), tc.specs...), tc.want)
+			checkWall(t, runSampled(t, schedMachine(t, tc.policy), tc.specs...), tc.want)
 		})
 	}
 }
