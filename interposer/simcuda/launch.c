@@ -6,7 +6,7 @@
  * that kernelParams[0] points to a uint64_t holding the kernel's duration
  * in nanoseconds (for the launch calls of before CUDA 4.0, the first 8
  * bytes of the parameter buffer cuParamSetv filled), for which the kernel
- * occupies its device's engine (see simst_engine_run) once its stream
+ * occupies its device's engine (see simst_engine_book) once its stream
  * reaches it. On a capturing stream the launch becomes a kernel node of
  * the capture's graph instead (capture.c), with its duration read now, as
  * the driver copies a captured launch's parameters.

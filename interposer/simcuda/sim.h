@@ -254,6 +254,8 @@ struct sim_op {
 	uint64_t arg;		/* kernel duration or freed size */
 	uint64_t gen;		/* event generation recorded or waited for */
 	uint64_t queued_ns;	/* when it was pushed (the engine's clock) */
+	uint64_t end;		/* OP_KERNEL booked at its push: its end */
+	int unbooked;		/* counted in its stream's unbooked */
 	struct sim_pool *pool;
 	struct sim_event *ev;
 	CUhostFn fn;		/* OP_HOST */
@@ -271,6 +273,8 @@ struct sim_stream {
 	struct sim_op *head, *tail;
 	uint64_t enq, done;	/* ops enqueued / completed so far */
 	uint64_t ready_ns;	/* when its next op could start: see run_op */
+	uint64_t booked_ns;	/* the end of its last kernel booked at push */
+	unsigned int unbooked;	/* queued ops that wait for the host */
 	int refs;		/* handle, worker thread, waiters */
 	int closing;		/* the worker exits once drained */
 	struct sim_capture *cap;	/* the capture it is part of */

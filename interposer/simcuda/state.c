@@ -10,7 +10,7 @@
  * killed while holding it does not wedge the machine.
  *
  * The compute engines need no lock: each is a single busy_until time that
- * launches advance with compare-and-swap (see simst_engine_run).
+ * launches advance with compare-and-swap (see simst_engine_book).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -556,36 +556,46 @@ static void sleep_until(uint64_t ns)
 }
 
 /*
- * Runs one kernel on the device's single engine, from ready_ns (when its
- * stream could have started it: the caller's, never after now) or when
- * the engine is free, whichever is later; returns its end. The
- * reservation is one CAS on busy_until, so kernels of all processes run
- * one at a time in the order they reach the engine, and the reservation
- * of a process that dies meanwhile simply runs out. Starting at ready_ns
- * rather than when the worker thread got there: a GPU runs a stream's
- * queued kernels back to back, and a late host thread must not idle it.
+ * Books one kernel on the device's single engine, from ready_ns (when its
+ * stream could start it; 0: now) or when the engine is free, whichever is
+ * later; returns its end, or 0 when it would start after latest (0: no
+ * limit) and was not booked. The booking is one CAS on busy_until, so
+ * kernels of all processes run one at a time in the order they are
+ * booked, and the booking of a process that dies meanwhile simply runs
+ * out. A ready_ns in the past (a worker that woke late for a kernel
+ * queued back to back) starts it then: a GPU runs a stream's queued
+ * kernels back to back, and a late host thread must not idle it.
  */
-uint64_t simst_engine_run(int dev, uint64_t duration_ns, uint64_t ready_ns)
+uint64_t simst_engine_book(int dev, uint64_t duration_ns, uint64_t ready_ns,
+			   uint64_t latest)
 {
 	struct simst_dev *d = &shm->dev[dev];
 	uint64_t old = __atomic_load_n(&d->busy_until, __ATOMIC_ACQUIRE);
 	uint64_t start, end;
 
 	do {
-		uint64_t now = simst_now_ns();
-		uint64_t ready = ready_ns && ready_ns < now ? ready_ns : now;
+		uint64_t ready = ready_ns ? ready_ns : simst_now_ns();
 
 		start = old > ready ? old : ready;
+		if (latest && start > latest)
+			return 0;
 		end = start + duration_ns;
 	} while (!__atomic_compare_exchange_n(&d->busy_until, &old, end, 0,
 					      __ATOMIC_ACQ_REL,
 					      __ATOMIC_ACQUIRE));
+	return end;
+}
+
+/* A booked kernel runs until end, then counts as the engine's work. */
+void simst_engine_finish(int dev, uint64_t duration_ns, uint64_t end)
+{
+	struct simst_dev *d = &shm->dev[dev];
+
 	sleep_until(end);
 	__atomic_add_fetch(&d->busy_ns, duration_ns, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&d->kernels, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&self->busy_ns[dev], duration_ns, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&self->kernels[dev], 1, __ATOMIC_RELAXED);
-	return end;
 }
 
 /* pid 0: the whole device; else the live, or latest dead, slot of pid. */

@@ -67,7 +67,9 @@ struct simst_proc {
 int simst_procs(int dev, struct simst_proc *out, int max);
 
 uint64_t simst_now_ns(void);
-uint64_t simst_engine_run(int dev, uint64_t duration_ns, uint64_t ready_ns);
+uint64_t simst_engine_book(int dev, uint64_t duration_ns, uint64_t ready_ns,
+			   uint64_t latest);
+void simst_engine_finish(int dev, uint64_t duration_ns, uint64_t end);
 int simst_stats(int dev, int pid, uint64_t *busy_ns, uint64_t *kernels);
 
 int simst_xid_inject(int dev, uint64_t xid);

@@ -82,13 +82,16 @@ static void run_op(struct sim_stream *st, struct sim_op *op)
 {
 	uint64_t ready = op->queued_ns > st->ready_ns ? op->queued_ns :
 							  st->ready_ns;
+	int phys = sim_phys(op->dev);
 
 	switch (op->kind) {
 	case OP_KERNEL:
+		if (!op->end)
+			op->end = simst_engine_book(phys, op->arg, ready, 0);
 		pthread_mutex_unlock(&sim.lock);
-		st->ready_ns = simst_engine_run(sim_phys(op->dev), op->arg,
-						ready);
+		simst_engine_finish(phys, op->arg, op->end);
 		pthread_mutex_lock(&sim.lock);
+		st->ready_ns = op->end;
 		break;
 	case OP_FREE:
 		if (op->pool)
@@ -112,6 +115,8 @@ static void run_op(struct sim_stream *st, struct sim_op *op)
 		st->ready_ns = simst_now_ns();
 		break;
 	}
+	if (op->unbooked)
+		st->unbooked--;
 }
 
 /* Waits, sim.lock held, for the work op was queued behind implicitly. */
@@ -248,11 +253,53 @@ static void implicit_deps(struct sim_stream *st, struct sim_op *op)
 	}
 }
 
+/*
+ * How far ahead of now a process's queued kernels hold their place on the
+ * engine: a GPU runs one context's work at a time and switches to another
+ * context that has work at the end of a timeslice (at least 1 ms, a TSG's
+ * scheduling parameter; NVIDIA's GPU scheduling documentation), so work
+ * queued within about one timeslice runs before work another process
+ * submits later, and deeper queues take turns with it.
+ */
+#define SIM_TIMESLICE_NS 1000000ULL
+
+/*
+ * A kernel queued behind nothing that waits for the host is booked on the
+ * engine at its push, in the order kernels are submitted, when it starts
+ * within a timeslice: a stream is a GPU's hardware queue, whose kernels
+ * run back to back, and a kernel another process submits later runs after
+ * them. Booked only as its worker reached it, a stream's second queued
+ * kernel ran after a kernel submitted after it whenever another process
+ * launched in between. What follows a host function, an event wait, an
+ * implicit dependency or a deeper queue books when the worker gets to it
+ * (first come, first served among the processes' workers).
+ */
+static void book(struct sim_stream *st, struct sim_op *op)
+{
+	uint64_t ready;
+
+	if (op->kind == OP_FREE || op->kind == OP_RECORD)
+		return;	/* no engine time, nothing after it waits for it */
+	if (op->kind == OP_KERNEL && !op->ndeps && !st->unbooked) {
+		ready = st->booked_ns > op->queued_ns ? st->booked_ns :
+							op->queued_ns;
+		op->end = simst_engine_book(sim_phys(op->dev), op->arg, ready,
+					    op->queued_ns + SIM_TIMESLICE_NS);
+		if (op->end) {
+			st->booked_ns = op->end;
+			return;
+		}
+	}
+	op->unbooked = 1;
+	st->unbooked++;
+}
+
 void sim_stream_push(struct sim_stream *st, struct sim_op *op)
 {
 	implicit_deps(st, op);
 	op->seq = ++st->enq;
 	op->queued_ns = simst_now_ns();
+	book(st, op);
 	if (st->tail)
 		st->tail->next = op;
 	else

@@ -242,6 +242,7 @@ static inline uint64_t rng_next(uint64_t *s)
 
 /* Subcommands (one source file each). */
 int cmd_cap(int argc, char **argv);
+int cmd_order(int argc, char **argv);
 int cap_context(int dev);	/* cap context, in context.c */
 int cmd_meminfo(int argc, char **argv);
 int cmd_nvmlinfo(int argc, char **argv);

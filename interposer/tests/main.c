@@ -38,6 +38,7 @@ static const struct {
 	{ "ctxfoot", cmd_ctxfoot, "ctxfoot [device]: NVML's device memory in use before cuInit, the primary context's footprint and a loaded module's (run without the shim, on an idle card)" },
 	{ "procall", cmd_procall, "procall: every wrapped entry point of the driver's version table comes back from cuGetProcAddress/_v2 as the shim's wrapper" },
 	{ "paths", cmd_paths, "paths <via> <seconds> <kernel_us> <depth> [dev]: launch by one path (kernel launch grid gridasync ctxless otherdev graph graphother); prints launches, wall_ns, busy_ns" },
+	{ "order", cmd_order, "order: the simulated engine's order between streams: a stream's tail queued within a timeslice runs before a later kernel of another stream, a deeper queue takes turns with it; prints rounds, tail_first, deep_turns (run without the shim)" },
 	{ "schedinfo", cmd_schedinfo, "schedinfo <file>: the vGPUs of a no-module schedule file (key=value lines)" },
 	{ "wrap", cmd_wrap, "wrap <bytes>: with libgswrap.so preloaded, malloc and puts reach libc through its wrappers, then one cuMemAlloc of bytes (prints wrap.*, next.*, alloc.rc)" },
 	{ "scope", cmd_scope, "scope <libgswrap.so>: dlsym(RTLD_DEFAULT) from a library loaded RTLD_LOCAL searches that library's scope (prints default.found)" },
