@@ -323,7 +323,7 @@ static const char *const gs_splats[] = {
  * not the guest's: qemu's one TCG thread, preempted by a loaded host,
  * stops the guest CPU inside the interrupt (1.2 ms seen on a fresh
  * clone's make test). The module's fault it reported was 11-13 ms (every
- * waiter woken in the timer's interrupt). Same threshold in guest_test.go.
+ * waiter woken in the timer's interrupt). guest_test.go reads it from here.
  */
 #define GS_HRTIMER_TOOK_MIN_NS 5000000ULL
 
