@@ -14,7 +14,7 @@ export CGO_ENABLED := 1
 # every fresh build; they are NVIDIA's, not ours.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps
+.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps install uninstall
 
 all: build
 
@@ -99,6 +99,25 @@ bench: c
 bench-kube: c kube-deps
 	$(GO) test -run '^$$' -bench PodToRunning -benchtime 3x ./e2e/cluster/
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 200x ./nri-plugin/dra/
+
+## install: sudo make install puts gpuslice on this node (install/README.md):
+## the agent and its systemd unit, gpuslice, the shim, gpuslice.ko through
+## DKMS, /etc/gpuslice/config.yaml (never over an edited one), NRI turned
+## on in containerd by a drop-in. DESTDIR=/scratch writes the same files
+## there and leaves the running system alone; PREFIX (/usr/local) is where
+## the binaries go. Running it again changes only what changed (upgrades).
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALLER := $(BUILD)/bin/gpuslice-install
+install: build
+	$(GO) build -o $(INSTALLER) ./cmd/gpuslice-install
+	$(INSTALLER) install -destdir "$(DESTDIR)" -prefix "$(PREFIX)" -source $(CURDIR) -build $(BUILD)
+
+## uninstall: removes what make install installed (refused while vGPUs are
+## in use unless FORCE=1); an edited config stays.
+uninstall:
+	$(GO) build -o $(INSTALLER) ./cmd/gpuslice-install
+	$(INSTALLER) uninstall -destdir "$(DESTDIR)" $(if $(filter 1,$(FORCE)),-force)
 
 clean:
 	rm -rf $(BUILD)
