@@ -177,7 +177,7 @@ func loadOrder(root, main, dropIn string, ours map[string]any) ([]tomlFile, erro
 			continue
 		}
 		loaded[path] = true
-		if filepath.Base(path) == DropInName {
+		if isDropIn(path) {
 			if path == dropIn {
 				out = append(out, tomlFile{path: path, doc: ours})
 			}
@@ -211,6 +211,13 @@ func loadOrder(root, main, dropIn string, ours map[string]any) ([]tomlFile, erro
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// isDropIn: the installer's drop-in, whatever the suffix its glob wants.
+func isDropIn(path string) bool {
+	stem := strings.TrimSuffix(DropInName, ".toml")
+	base := filepath.Base(path)
+	return base == stem || strings.HasPrefix(base, stem+".")
 }
 
 // glob matches a host pattern under root, as host paths, sorted.

@@ -56,7 +56,7 @@ func Uninstall(o Options) error {
 	in.say("files:")
 	dropIn := false
 	for _, p := range in.m.paths() {
-		dropIn = dropIn || filepath.Base(p) == DropInName
+		dropIn = dropIn || isDropIn(p)
 		if err := in.removeFile(p); err != nil {
 			return err
 		}
