@@ -106,12 +106,16 @@ bench-kube: c kube-deps
 ## on in containerd by a drop-in. DESTDIR=/scratch writes the same files
 ## there and leaves the running system alone; PREFIX (/usr/local) is where
 ## the binaries go. Running it again changes only what changed (upgrades).
+## CONTAINERD_CONFIG (/etc/containerd/config.toml) and CONTAINERD_VERSION
+## (1 or 2; default: what containerd --version says) where they differ.
 PREFIX ?= /usr/local
 DESTDIR ?=
 INSTALLER := $(BUILD)/bin/gpuslice-install
 install: build
 	$(GO) build -o $(INSTALLER) ./cmd/gpuslice-install
-	$(INSTALLER) install -destdir "$(DESTDIR)" -prefix "$(PREFIX)" -source $(CURDIR) -build $(BUILD)
+	$(INSTALLER) install -destdir "$(DESTDIR)" -prefix "$(PREFIX)" -source $(CURDIR) -build $(BUILD) \
+		$(if $(CONTAINERD_CONFIG),-containerd-config "$(CONTAINERD_CONFIG)") \
+		$(if $(CONTAINERD_VERSION),-containerd-version $(CONTAINERD_VERSION))
 
 ## uninstall: removes what make install installed (refused while vGPUs are
 ## in use unless FORCE=1); an edited config stays.

@@ -59,6 +59,7 @@ func (in *installer) install(upgrade bool) error {
 	if err != nil {
 		return err
 	}
+	in.say("systemd:")
 	if err := in.unit(plan.Socket); err != nil {
 		return err
 	}

@@ -29,6 +29,10 @@ func Uninstall(o Options) error {
 	if err != nil {
 		return err
 	}
+	if len(in.m.Files) == 0 && in.m.DKMS == "" {
+		in.say("gpuslice: nothing to uninstall (no %s)", in.host(ManifestPath))
+		return nil
+	}
 	cfg := in.currentConfig()
 	users, from, err := in.inUse(cfg)
 	if err != nil && !in.Force {
@@ -41,10 +45,6 @@ func Uninstall(o Options) error {
 				"(their vGPUs lose their limits; if they are gone already, the agent's record is stale and FORCE=1 is safe)", msg)
 		}
 		in.say("gpuslice: FORCE: uninstalling although %s", msg)
-	}
-	if len(in.m.Files) == 0 && in.m.DKMS == "" {
-		in.say("gpuslice: nothing to uninstall (no %s)", in.host(ManifestPath))
-		return nil
 	}
 	in.say("gpuslice: uninstalling from %s", in.root)
 	in.say("services:")
