@@ -107,7 +107,8 @@ bench-kube: c kube-deps
 ## there and leaves the running system alone; PREFIX (/usr/local) is where
 ## the binaries go. Running it again changes only what changed (upgrades).
 ## CONTAINERD_CONFIG (/etc/containerd/config.toml) and CONTAINERD_VERSION
-## (1 or 2; default: what containerd --version says) where they differ.
+## (1 or 2; default: what containerd --version says) where they differ;
+## NO_MODULE=1 installs without gpuslice.ko (enforcement: file).
 PREFIX ?= /usr/local
 DESTDIR ?=
 INSTALLER := $(BUILD)/bin/gpuslice-install
@@ -115,7 +116,8 @@ install: build
 	$(GO) build -o $(INSTALLER) ./cmd/gpuslice-install
 	$(INSTALLER) install -destdir "$(DESTDIR)" -prefix "$(PREFIX)" -source $(CURDIR) -build $(BUILD) \
 		$(if $(CONTAINERD_CONFIG),-containerd-config "$(CONTAINERD_CONFIG)") \
-		$(if $(CONTAINERD_VERSION),-containerd-version $(CONTAINERD_VERSION))
+		$(if $(CONTAINERD_VERSION),-containerd-version $(CONTAINERD_VERSION)) \
+		$(if $(filter 1,$(NO_MODULE)),-no-module)
 
 ## uninstall: removes what make install installed (refused while vGPUs are
 ## in use unless FORCE=1); an edited config stays.

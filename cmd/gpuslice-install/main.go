@@ -33,6 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Build, "build", "build", "the build directory (bin/, lib/)")
 	fs.StringVar(&o.ContainerdConfig, "containerd-config", node.ContainerdToml, "containerd's main config (a path on the node)")
 	fs.IntVar(&o.ContainerdMajor, "containerd-version", 0, "containerd's major version, 1 or 2 (0: containerd --version; unknown in -destdir)")
+	fs.BoolVar(&o.NoModule, "no-module", false, "install without the kernel module (enforcement: file; make's NO_MODULE=1)")
 	fs.BoolVar(&o.Force, "force", false, "uninstall although vGPUs are in use (make's FORCE=1)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/gpuslice/gpuslice/internal/e2e"
 	"github.com/gpuslice/gpuslice/internal/testenv"
+	"github.com/gpuslice/gpuslice/pkg/state"
 )
 
 // adminContainerd is an administrator's containerd 2.x config: NRI off
@@ -151,7 +153,7 @@ func TestInstallIntoScratchRoot(t *testing.T) {
 				added, gone := diffLines(first, second)
 				t.Errorf("the second install changed the root: added %v, gone %v", added, gone)
 			}
-			if !strings.Contains(report, "containerd needs no restart") || strings.Contains(report, " installed ") {
+			if !strings.Contains(report, "containerd needs no restart") || regexp.MustCompile(`(?m)^ +installed `).MatchString(report) {
 				t.Errorf("the second install's report:\n%s", report)
 			}
 
@@ -182,5 +184,57 @@ func checkFiles(t *testing.T, dest string, wants map[string]want) {
 		if w.data != nil && !bytes.Equal(read(t, filepath.Join(dest, p)), w.data) {
 			t.Errorf("%s: not the file it should be", p)
 		}
+	}
+}
+
+// TestUpgradeKeepsAgentState: an install over an older one (a new agent
+// binary) restarts the agent only: the module is not unloaded or removed
+// from DKMS, and the agent's state is left as it was.
+func TestUpgradeKeepsAgentState(t *testing.T) {
+	dest := t.TempDir()
+	o := options(dest, nil)
+	o.ContainerdMajor = 2
+	install(t, o)
+	s, err := state.Open(filepath.Join(dest, "var/lib/gpuslice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := state.Allocation{Container: "c1", Namespace: "ml", Pod: "train", Name: "main",
+		VGPUs: []state.VGPU{{MemoryBytes: 1 << 30, KmodID: 3}}}
+	if err := s.Put(a); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	stateBefore := tree(t, filepath.Join(dest, "var/lib/gpuslice"))
+
+	// The next release: another agent binary (a byte more is enough).
+	next := t.TempDir()
+	for _, f := range []string{"bin/gpuslice", "lib/libgpuslice.so"} {
+		if err := copyFile(filepath.Join(build, f), filepath.Join(next, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := append(read(t, filepath.Join(build, "bin/gpuslice-nri")), 0)
+	writeFiles(t, next, map[string]string{"bin/gpuslice-nri": string(agent)})
+	o.Build = next
+	report := install(t, o)
+
+	if !strings.Contains(report, "would run: systemctl restart gpuslice-nri.service") {
+		t.Errorf("the upgrade does not restart the agent:\n%s", report)
+	}
+	for _, never := range []string{"modprobe -r", "dkms remove", "systemctl stop", "disable"} {
+		if strings.Contains(report, never) {
+			t.Errorf("the upgrade runs %q:\n%s", never, report)
+		}
+	}
+	if after := tree(t, filepath.Join(dest, "var/lib/gpuslice")); after != stateBefore {
+		t.Errorf("the upgrade changed the agent's state:\n%s\nwas:\n%s", after, stateBefore)
+	}
+	allocs, err := state.Read(filepath.Join(dest, "var/lib/gpuslice"))
+	if err != nil || len(allocs) != 1 || allocs["c1"].VGPUs[0].KmodID != 3 {
+		t.Errorf("the state after the upgrade: %v, %v", allocs, err)
+	}
+	if got := read(t, filepath.Join(dest, "usr/local/bin/gpuslice-nri")); !bytes.Equal(got, agent) {
+		t.Error("the upgrade did not install the new agent")
 	}
 }

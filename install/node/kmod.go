@@ -106,10 +106,14 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 	sum := digest(all.Bytes())
 	ref := name + "/" + version
 
+	if in.NoModule {
+		// A module an earlier install added stays DKMS's (and loaded)
+		// until make uninstall.
+		return in.noModule("NO_MODULE=1: the module's source is installed for later, DKMS is not run")
+	}
 	if !in.live {
-		in.run("dkms", "add", ref)
-		in.run("dkms", "install", ref)
-		in.run("modprobe", name)
+		in.say("  would run: dkms add %s (unless added), dkms install %s (unless installed for the running kernel)", ref, ref)
+		in.say("  would run: modprobe %s (unless loaded: an upgrade leaves a loaded module alone)", name)
 		if _, err := in.putReport("loads the module at boot", ModulesLoadPath, []byte(name+"\n"), 0o644); err != nil {
 			return moduleResult{}, err
 		}
@@ -149,7 +153,7 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 			in.say("  already loaded")
 		}
 	} else if _, err := in.run("modprobe", name); err != nil {
-		return in.noModule("modprobe could not load it: " + err.Error() + secureBoot())
+		return in.noModule("modprobe could not load it: " + err.Error() + secureBoot(lockdownFile, secureBootVar))
 	} else {
 		in.say("  loaded (modprobe %s)", name)
 	}
@@ -174,16 +178,23 @@ func kernelRelease() string {
 	return strings.TrimSpace(string(b))
 }
 
-// secureBoot explains a refused module: kernel lockdown or UEFI Secure
-// Boot (which lets the kernel load only signed modules).
-func secureBoot() string {
+// Where the kernel tells its lockdown mode and the firmware Secure Boot.
+const (
+	lockdownFile  = "/sys/kernel/security/lockdown"
+	secureBootVar = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e398b5c6c4d8"
+)
+
+// secureBoot explains a refused module: kernel lockdown (the file names
+// its modes, the one in force in brackets) or UEFI Secure Boot (the EFI
+// variable: 4 bytes of attributes, then 1 when on), under either of which
+// the kernel loads only signed modules. "" when neither.
+func secureBoot(lockdown, efivar string) string {
 	var why []string
-	if b, err := os.ReadFile("/sys/kernel/security/lockdown"); err == nil {
+	if b, err := os.ReadFile(lockdown); err == nil {
 		if m := regexp.MustCompile(`\[(\w+)\]`).FindSubmatch(b); m != nil && string(m[1]) != "none" {
 			why = append(why, "the kernel is locked down ("+string(m[1])+")")
 		}
 	}
-	const efivar = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e398b5c6c4d8"
 	if b, err := os.ReadFile(efivar); err == nil && len(b) == 5 && b[4] == 1 {
 		why = append(why, "UEFI Secure Boot is on")
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuslice/gpuslice/internal/testenv"
+	"github.com/gpuslice/gpuslice/pkg/config"
 )
 
 // headersVersion is the newest Debian kernel whose headers are installed
@@ -106,4 +107,68 @@ func dkmsCommand(args []string, key, cert string) *exec.Cmd {
 	cmd := exec.Command("dkms", args...)
 	cmd.Env = append(withoutMake(os.Environ()), "mok_signing_key="+key, "mok_certificate="+cert)
 	return cmd
+}
+
+func TestSecureBoot(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lockdown string // "" no such file
+		efivar   []byte // nil no such variable
+		want     []string
+	}{
+		{"neither", "[none] integrity confidentiality\n", []byte{6, 0, 0, 0, 0}, nil},
+		{"no securityfs, no EFI", "", nil, nil},
+		{"lockdown integrity", "none [integrity] confidentiality\n", nil, []string{"locked down (integrity)", "signed"}},
+		{"Secure Boot on", "[none] integrity confidentiality\n", []byte{6, 0, 0, 0, 1}, []string{"UEFI Secure Boot is on", "mokutil --import"}},
+		{"both", "none integrity [confidentiality]\n", []byte{6, 0, 0, 0, 1}, []string{"(confidentiality) and UEFI Secure Boot is on"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			lockdown, efivar := filepath.Join(dir, "lockdown"), filepath.Join(dir, "SecureBoot")
+			if tc.lockdown != "" {
+				writeFiles(t, dir, map[string]string{"lockdown": tc.lockdown})
+			}
+			if tc.efivar != nil {
+				writeFiles(t, dir, map[string]string{"SecureBoot": string(tc.efivar)})
+			}
+			got := secureBoot(lockdown, efivar)
+			if (got == "") != (tc.want == nil) {
+				t.Fatalf("secureBoot = %q, want one with %q", got, tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("secureBoot = %q, lacks %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+// TestNoModule: without the module (NO_MODULE=1 here; no dkms, no
+// headers or a refused modprobe on a node) the default configuration
+// says enforcement: file, and nothing loads the module at boot.
+func TestNoModule(t *testing.T) {
+	dest := t.TempDir()
+	o := options(dest, nil)
+	o.ContainerdMajor, o.NoModule = 2, true
+	report := install(t, o)
+	cfg, err := config.Parse(read(t, filepath.Join(dest, ConfigPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Enforcement != config.EnforcementFile {
+		t.Errorf("enforcement %q without the module, want file", cfg.Enforcement)
+	}
+	if !strings.Contains(report, "NO MODULE: NO_MODULE=1") || strings.Contains(report, "modprobe") {
+		t.Errorf("the report:\n%s", report)
+	}
+	if _, err := os.Stat(filepath.Join(dest, ModulesLoadPath)); err == nil {
+		t.Errorf("%s installed without the module", ModulesLoadPath)
+	}
+	// With the module again: the unedited config goes back to auto.
+	o.NoModule = false
+	install(t, o)
+	if cfg, _ := config.Parse(read(t, filepath.Join(dest, ConfigPath))); cfg.Enforcement != config.EnforcementAuto {
+		t.Errorf("enforcement %q with the module back, want auto", cfg.Enforcement)
+	}
 }

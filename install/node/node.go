@@ -45,6 +45,9 @@ type Options struct {
 	// `containerd --version` on the running system, unknown in a DestDir.
 	ContainerdConfig string
 	ContainerdMajor  int
+	// NoModule installs without the kernel module: its source is put in
+	// place, DKMS is not run, the configuration says enforcement: file.
+	NoModule bool
 	// Force uninstalls with vGPUs in use.
 	Force bool
 	// Out receives the report.
@@ -78,6 +81,9 @@ func newInstaller(o Options) (*installer, error) {
 	in := &installer{Options: o, root: o.DestDir, live: o.DestDir == "", keep: map[string]bool{}}
 	if in.live {
 		in.root = "/"
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("installing on this node needs root (sudo make install), or name a scratch root (DESTDIR=/some/dir)")
+		}
 	} else if !filepath.IsAbs(o.DestDir) {
 		return nil, fmt.Errorf("DESTDIR %q: want an absolute path", o.DestDir)
 	}
