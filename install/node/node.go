@@ -220,6 +220,9 @@ func (in *installer) run(name string, args ...string) (string, error) {
 	if err != nil {
 		return string(out), fmt.Errorf("%s: %v\n%s", line, err, strings.TrimSpace(string(out)))
 	}
+	if args[0] != "status" { // dkms status only asks
+		in.say("  ran: %s", line)
+	}
 	return string(out), nil
 }
 
