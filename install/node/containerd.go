@@ -78,7 +78,7 @@ func PlanContainerd(root, config string, major int) (ContainerdPlan, error) {
 		return p, nil
 	}
 
-	before, err := loadOrder(root, config, "", nil)
+	before, err := loadOrder(root, config, major, "", nil)
 	if err != nil {
 		return p, err
 	}
@@ -116,7 +116,7 @@ func PlanContainerd(root, config string, major int) (ContainerdPlan, error) {
 	if err := toml.Unmarshal(p.Content, &ours); err != nil {
 		return p, fmt.Errorf("the drop-in does not parse back: %w", err)
 	}
-	after, err := loadOrder(root, config, p.DropIn, ours)
+	after, err := loadOrder(root, config, major, p.DropIn, ours)
 	if err != nil {
 		return p, err
 	}
@@ -162,11 +162,11 @@ func readTOML(root, path string) (map[string]any, error) {
 	return doc, nil
 }
 
-// loadOrder lists the files containerd loads from the main config, in
-// its order. Files named DropInName are skipped (the installer's own,
+// loadOrder lists the files containerd (of that major version) loads from
+// the main config, in its order. Files named DropInName are skipped (the installer's own,
 // from an earlier run), except that dropIn, when not "", is placed among
 // its glob's matches with the document ours.
-func loadOrder(root, main, dropIn string, ours map[string]any) ([]tomlFile, error) {
+func loadOrder(root, main string, major int, dropIn string, ours map[string]any) ([]tomlFile, error) {
 	var out []tomlFile
 	loaded := map[string]bool{}
 	pending := []string{main}
@@ -190,6 +190,12 @@ func loadOrder(root, main, dropIn string, ours map[string]any) ([]tomlFile, erro
 		f := tomlFile{path: path, doc: doc}
 		for _, imp := range stringList(doc["imports"]) {
 			imp = filepath.Clean(imp)
+			if !filepath.IsAbs(imp) && major == 1 && strings.Contains(imp, "*") {
+				// 1.7 globs a relative pattern from its working
+				// directory, not the config's: nothing to place a
+				// drop-in beside.
+				continue
+			}
 			if !filepath.IsAbs(imp) {
 				imp = filepath.Join(filepath.Dir(path), imp)
 			}

@@ -20,7 +20,7 @@ func effectiveAfter(t *testing.T, root string, p ContainerdPlan, major int) map[
 	if err := toml.Unmarshal(p.Content, &ours); err != nil {
 		t.Fatalf("the drop-in does not parse: %v\n%s", err, p.Content)
 	}
-	files, err := loadOrder(root, p.Config, p.DropIn, ours)
+	files, err := loadOrder(root, p.Config, major, p.DropIn, ours)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestPlanContainerd(t *testing.T) {
 	}, {
 		name: "1.7, NRI settings split over the config and an earlier drop-in",
 		files: map[string]string{
-			"config.toml":         "version = 2\nimports = [\"conf.d/*.toml\"]\n" + nri + "socket_path = \"/run/a.sock\"\n",
+			"config.toml":         "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n" + nri + "socket_path = \"/run/a.sock\"\n",
 			"conf.d/10-mine.toml": "version = 2\n" + nri + "plugin_config_path = \"/etc/mine\"\n",
 		},
 		major:  1,
@@ -75,6 +75,13 @@ func TestPlanContainerd(t *testing.T) {
 	}, {
 		name:   "no drop-in directory imported: the exact line to add",
 		files:  map[string]string{"config.toml": "version = 2\n" + nri + "disable = true\n"},
+		major:  1,
+		dropIn: "/etc/containerd/conf.d/90-gpuslice-nri.toml",
+		socket: DefaultNRISocket,
+		manual: `imports = ["/etc/containerd/conf.d/*.toml"]`,
+	}, {
+		name:   "1.7 with a relative glob (globbed from its working directory): the exact line to add",
+		files:  map[string]string{"config.toml": "version = 2\nimports = [\"conf.d/*.toml\"]\n"},
 		major:  1,
 		dropIn: "/etc/containerd/conf.d/90-gpuslice-nri.toml",
 		socket: DefaultNRISocket,
