@@ -14,7 +14,7 @@ export CGO_ENABLED := 1
 # every fresh build; they are NVIDIA's, not ours.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps
+.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps install uninstall install-deps
 
 all: build
 
@@ -66,6 +66,13 @@ kube-deps:
 	@[ "$(GPUSLICE_SKIP_KUBE)" = 1 ] || [ "$(GPUSLICE_SKIP_E2E)" = 1 ] || \
 		{ nri-plugin/e2e/tools.sh >/dev/null && nri-plugin/e2e/kube-tools.sh >/dev/null; }
 
+# The node install's tests (install/node): systemd-analyze (Debian's
+# systemd) for the unit, dkms for the module's DKMS build (skipped with
+# GPUSLICE_SKIP_GUEST=1, as the guest test), installed before go test runs
+# so that no apt-get runs inside a test beside another package's.
+install-deps:
+	@internal/scripts/apt-need.sh install-deps systemd $(if $(filter 1,$(GPUSLICE_SKIP_GUEST)),,dkms)
+
 ## demo: a container's worth of processes hitting their shared cap.
 demo: c
 	./interposer/demo/demo.sh $(BUILD)
@@ -75,7 +82,7 @@ demo: c
 ## internal/kube, e2e/cluster). The timeout is go test's per package: the packages that
 ## run a Kubernetes cluster take turns (one cluster a machine), so one may
 ## wait for another's whole run.
-test: lint c guest-deps kube-deps
+test: lint c guest-deps kube-deps install-deps
 	$(GO) test -count=1 -timeout 30m ./...
 
 $(STATICCHECK):
@@ -99,6 +106,31 @@ bench: c
 bench-kube: c kube-deps
 	$(GO) test -run '^$$' -bench PodToRunning -benchtime 3x ./e2e/cluster/
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 200x ./nri-plugin/dra/
+
+## install: sudo make install puts gpuslice on this node (install/README.md):
+## the agent and its systemd unit, gpuslice, the shim, gpuslice.ko through
+## DKMS, /etc/gpuslice/config.yaml (never over an edited one), NRI turned
+## on in containerd by a drop-in. DESTDIR=/scratch writes the same files
+## there and leaves the running system alone; PREFIX (/usr/local) is where
+## the binaries go. Running it again changes only what changed (upgrades).
+## CONTAINERD_CONFIG (/etc/containerd/config.toml) and CONTAINERD_VERSION
+## (1 or 2; default: what containerd --version says) where they differ;
+## NO_MODULE=1 installs without gpuslice.ko (enforcement: file).
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALLER := $(BUILD)/bin/gpuslice-install
+install: build
+	$(GO) build -o $(INSTALLER) ./cmd/gpuslice-install
+	$(INSTALLER) install -destdir "$(DESTDIR)" -prefix "$(PREFIX)" -source $(CURDIR) -build $(BUILD) \
+		$(if $(CONTAINERD_CONFIG),-containerd-config "$(CONTAINERD_CONFIG)") \
+		$(if $(CONTAINERD_VERSION),-containerd-version $(CONTAINERD_VERSION)) \
+		$(if $(filter 1,$(NO_MODULE)),-no-module)
+
+## uninstall: removes what make install installed (refused while vGPUs are
+## in use unless FORCE=1); an edited config stays.
+uninstall:
+	$(GO) build -o $(INSTALLER) ./cmd/gpuslice-install
+	$(INSTALLER) uninstall -destdir "$(DESTDIR)" $(if $(filter 1,$(FORCE)),-force)
 
 clean:
 	rm -rf $(BUILD)

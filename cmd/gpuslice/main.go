@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/gpuslice/gpuslice/pkg/shimfile"
 	"github.com/spf13/cobra"
 )
 
@@ -29,8 +30,9 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }
 
-// Exit codes: 0 done; 1 the agent could not be reached, answered badly, or
-// the output could not be written; 2 the command line is wrong.
+// Exit codes: 0 done; 1 the agent could not be reached, answered badly, the
+// shim could not be installed, or the output could not be written; 2 the
+// command line is wrong.
 const (
 	exitOK      = 0
 	exitFailure = 1
@@ -62,7 +64,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	return exitUsage
 }
 
-// newRoot builds the command tree: gpuslice status, gpuslice version.
+// newRoot builds the command tree: gpuslice status, gpuslice install-shim,
+// gpuslice version.
 func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gpuslice",
@@ -73,7 +76,7 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newStatus(stdout, getenv), newVersion(stdout))
+	root.AddCommand(newStatus(stdout, getenv), newInstallShim(stdout), newVersion(stdout))
 	return root
 }
 
@@ -118,6 +121,30 @@ func newStatus(stdout io.Writer, getenv func(string) string) *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print the agent's report as JSON (missing figures are null)")
 	f.DurationVar(&timeout, "timeout", timeout, "give up on the agent after this long")
 	return cmd
+}
+
+// newInstallShim is `gpuslice install-shim SRC DST`: the agent's pod (an
+// init container) and `make install` copy the shim to the host with it,
+// by rename, so that containers running with the old shim keep it.
+func newInstallShim(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "install-shim SRC DST",
+		Short: "Copy the shim to DST by rename (running containers keep the old one)",
+		Long: "Copy the shim SRC to DST without touching the file DST names now: a new\n" +
+			"file is written beside DST (read-only, owned by root when run as root),\n" +
+			"synced and renamed over DST. Processes that have the old shim mapped keep\n" +
+			"it; the next process that loads DST gets the new one.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := shimfile.Replace(args[0], args[1]); err != nil {
+				return failure{err}
+			}
+			if _, err := fmt.Fprintf(stdout, "installed %s as %s (by rename)\n", args[0], args[1]); err != nil {
+				return failure{err}
+			}
+			return nil
+		},
+	}
 }
 
 // newVersion is `gpuslice version`.

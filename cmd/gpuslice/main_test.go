@@ -81,6 +81,8 @@ func TestUsageErrors(t *testing.T) {
 		{"status", "--timeout", "0s"},
 		{"frobnicate"},
 		{"version", "x"},
+		{"install-shim", "only-src"},
+		{"install-shim", "a", "b", "c"},
 	} {
 		code, out, errOut := runCmd(args, nil)
 		if code != exitUsage || out != "" || !strings.HasPrefix(errOut, "gpuslice: ") ||
@@ -108,5 +110,29 @@ func TestVersionAndHelp(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("status --help lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+func TestInstallShim(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "build.so"), filepath.Join(dir, "lib", "libgpuslice.so")
+	if err := os.WriteFile(src, []byte("shim v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd([]string{"install-shim", src, dst}, nil)
+	if code != exitOK || errOut != "" || out != "installed "+src+" as "+dst+" (by rename)\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o444 {
+		t.Errorf("installed shim: %v, %v; want mode 0444", fi, err)
+	}
+
+	// A missing source is the work's failure (1), named, dst untouched.
+	code, out, errOut = runCmd([]string{"install-shim", filepath.Join(dir, "absent.so"), dst}, nil)
+	if code != exitFailure || out != "" || !strings.Contains(errOut, "absent.so") {
+		t.Errorf("missing source: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != "shim v2" {
+		t.Errorf("dst after a failed install: %q", got)
 	}
 }
