@@ -8,6 +8,7 @@ package chart
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,11 @@ func helmRun(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.Command(helm.Require(t), args...)
 	cmd.Dir = filepath.Dir(chartDir())
+	// Helm's own directories apart from the user's (repositories,
+	// plugins, registry logins), and no cluster: the chart alone.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config",
+		"HELM_DATA_HOME="+home+"/data", "KUBECONFIG="+home+"/no-kubeconfig")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
