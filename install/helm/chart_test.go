@@ -49,6 +49,7 @@ var scenarios = []struct {
 		"--set", "gpuNodes.models={nvidia-tesla-t4,nvidia-h100}", "--set", "webhook.wholeGpus=true",
 		"--set", "webhook.cardMemory.nvidia-tesla-t4=15Gi", "--set", "webhook.replicas=1",
 		"--set", "apiServer.host=10.0.0.1", "--set", "apiServer.port=6443", "--set", "createNamespace=true"}},
+	{"every pod option", append([]string{"-f", "testdata/pod-options.yaml"}, monitoringAPI...)},
 	{"agent only", []string{"--set", "webhook.enabled=false", "--set", "policies.enabled=false",
 		"--set", "deviceClass.enabled=false", "--set", "grafana.dashboard.enabled=false"}},
 	{"no metrics, no status socket, file mode", []string{"--set", "metrics.enabled=false",
