@@ -14,7 +14,7 @@ export CGO_ENABLED := 1
 # every fresh build; they are NVIDIA's, not ours.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps install uninstall install-deps
+.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps install uninstall install-deps helm-deps manifests
 
 all: build
 
@@ -73,6 +73,18 @@ kube-deps:
 install-deps:
 	@internal/scripts/apt-need.sh install-deps systemd $(if $(filter 1,$(GPUSLICE_SKIP_GUEST)),,dkms)
 
+# Helm v3.22.0, which the chart's tests (install/helm) run, built into
+# ~/.cache/gpuslice/tools before go test runs (install/helm/tools.sh: a
+# cold build is 1.5-5 minutes on 2 cores, warm it costs milliseconds).
+# GPUSLICE_SKIP_HELM=1 skips the chart's tests and this.
+helm-deps:
+	@[ "$(GPUSLICE_SKIP_HELM)" = 1 ] || install/helm/tools.sh >/dev/null
+
+## manifests: renders the plain manifests of install/kubernetes from the
+## Helm chart install/helm/gpuslice (a test fails when they are stale).
+manifests: helm-deps
+	$(GO) test -count=1 -run '^TestPlainManifests$$' ./install/helm -update
+
 ## demo: a container's worth of processes hitting their shared cap.
 demo: c
 	./interposer/demo/demo.sh $(BUILD)
@@ -82,7 +94,7 @@ demo: c
 ## internal/kube, e2e/cluster). The timeout is go test's per package: the packages that
 ## run a Kubernetes cluster take turns (one cluster a machine), so one may
 ## wait for another's whole run.
-test: lint c guest-deps kube-deps install-deps
+test: lint c guest-deps kube-deps install-deps helm-deps
 	$(GO) test -count=1 -timeout 30m ./...
 
 $(STATICCHECK):
