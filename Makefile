@@ -14,7 +14,7 @@ export CGO_ENABLED := 1
 # every fresh build; they are NVIDIA's, not ours.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps
+.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps image
 
 all: build
 
@@ -65,6 +65,15 @@ guest-deps:
 kube-deps:
 	@[ "$(GPUSLICE_SKIP_KUBE)" = 1 ] || [ "$(GPUSLICE_SKIP_E2E)" = 1 ] || \
 		{ nri-plugin/e2e/tools.sh >/dev/null && nri-plugin/e2e/kube-tools.sh >/dev/null; }
+
+## image: the container image of the agent, the shim, the status command,
+## the webhook and the module's source, as an OCI layout tar
+## (install/image/README.md): build/image/gpuslice.tar, named $(IMAGE).
+## Reproducible; import with ctr -n k8s.io images import, push with skopeo.
+IMAGE ?= ghcr.io/gpuslice/gpuslice:dev
+image:
+	install/image/build.sh $(BUILD)/image/gpuslice.tar $(IMAGE)
+	@echo "image: $(BUILD)/image/gpuslice.tar ($(IMAGE))"
 
 ## demo: a container's worth of processes hitting their shared cap.
 demo: c
