@@ -14,7 +14,7 @@ export CGO_ENABLED := 1
 # every fresh build; they are NVIDIA's, not ours.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps image
+.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps helm-deps manifests image
 
 all: build
 
@@ -66,11 +66,25 @@ kube-deps:
 	@[ "$(GPUSLICE_SKIP_KUBE)" = 1 ] || [ "$(GPUSLICE_SKIP_E2E)" = 1 ] || \
 		{ nri-plugin/e2e/tools.sh >/dev/null && nri-plugin/e2e/kube-tools.sh >/dev/null; }
 
+# Helm v3.22.0, which the chart's tests (install/helm) run, built into
+# ~/.cache/gpuslice/tools before go test runs (install/helm/tools.sh: a
+# cold build is 1.5-5 minutes on 2 cores, warm it costs milliseconds).
+# GPUSLICE_SKIP_HELM=1 skips the chart's tests and this.
+helm-deps:
+	@[ "$(GPUSLICE_SKIP_HELM)" = 1 ] || install/helm/tools.sh >/dev/null
+
+## manifests: renders the plain manifests of install/kubernetes from the
+## Helm chart install/helm/gpuslice (a test fails when they are stale).
+manifests: helm-deps
+	$(GO) test -count=1 -run '^TestPlainManifests$$' ./install/helm -update
+
 ## image: the container image of the agent, the shim, the status command,
 ## the webhook and the module's source, as an OCI layout tar
-## (install/image/README.md): build/image/gpuslice.tar, named $(IMAGE).
-## Reproducible; import with ctr -n k8s.io images import, push with skopeo.
-IMAGE ?= ghcr.io/gpuslice/gpuslice:dev
+## (install/image/README.md): build/image/gpuslice.tar, named $(IMAGE),
+## by default the chart's image at its appVersion, so that helm install's
+## defaults find it once imported. Reproducible; import with
+## ctr -n k8s.io images import, push with skopeo.
+IMAGE ?= ghcr.io/gpuslice/gpuslice:$(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' install/helm/gpuslice/Chart.yaml)
 image:
 	install/image/build.sh $(BUILD)/image/gpuslice.tar $(IMAGE)
 	@echo "image: $(BUILD)/image/gpuslice.tar ($(IMAGE))"
@@ -84,7 +98,7 @@ demo: c
 ## internal/kube, e2e/cluster). The timeout is go test's per package: the packages that
 ## run a Kubernetes cluster take turns (one cluster a machine), so one may
 ## wait for another's whole run.
-test: lint c guest-deps kube-deps
+test: lint c guest-deps kube-deps helm-deps
 	$(GO) test -count=1 -timeout 30m ./...
 
 $(STATICCHECK):

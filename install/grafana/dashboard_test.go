@@ -1,5 +1,6 @@
-// Package grafana holds gpuslice's Grafana dashboard, gpuslice.json; its
-// test checks the dashboard against the agent's metric names.
+// Package grafana checks gpuslice's Grafana dashboard (the Helm chart's
+// dashboards/gpuslice.json, which it installs as a ConfigMap) against the
+// agent's metric names.
 package grafana
 
 import (
@@ -73,12 +74,16 @@ type variable struct {
 	Datasource *datasource `json:"datasource"`
 }
 
+// dashboardFile is the dashboard, in the Helm chart, which installs it as
+// a ConfigMap (Helm reads only the chart's own files: one copy, there).
+const dashboardFile = "../helm/gpuslice/dashboards/gpuslice.json"
+
 // dsVar is the dashboard's datasource variable, which every query uses.
 const dsVar = "DS_PROMETHEUS"
 
 func load(t *testing.T) dashboard {
 	t.Helper()
-	data, err := os.ReadFile("gpuslice.json")
+	data, err := os.ReadFile(dashboardFile)
 	if err != nil {
 		t.Fatal(err)
 	}

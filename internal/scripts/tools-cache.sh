@@ -29,7 +29,7 @@ cache_open() {
 		exit 0
 	fi
 	mkdir -p "$CACHE" || {
-		echo "$(basename "$0"): cannot create $CACHE; run as root or set GPUSLICE_E2E_CACHE" >&2
+		echo "$(basename "$0"): cannot create $CACHE; run as root or set ${CACHE_VAR:-GPUSLICE_E2E_CACHE}" >&2
 		exit 1
 	}
 	exec 9>"$CACHE/$KEY.lock"
