@@ -160,7 +160,18 @@ func startWorkloads(t *testing.T, c *kube.Cluster, ns, simDir string) {
 // a unit more (gstest cap alloc fails otherwise).
 func checkCaps(t *testing.T, c *kube.Cluster, ns string) {
 	t.Helper()
-	vgpus, err := agentVGPUs(c)
+	// The status is the agent's last sample (one a second): a vGPU
+	// prepared since appears at the next.
+	var vgpus map[string]status.VGPU
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		vgpus, err = agentVGPUs(c)
+		if err == nil && len(vgpus) >= len(workloads) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
