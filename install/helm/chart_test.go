@@ -8,6 +8,7 @@ package chart
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,7 @@ var scenarios = []struct {
 		"--set", "gpuNodes.models={nvidia-tesla-t4,nvidia-h100}", "--set", "webhook.wholeGpus=true",
 		"--set", "webhook.cardMemory.nvidia-tesla-t4=15Gi", "--set", "webhook.replicas=1",
 		"--set", "apiServer.host=10.0.0.1", "--set", "apiServer.port=6443", "--set", "createNamespace=true"}},
+	{"every pod option", append([]string{"-f", "testdata/pod-options.yaml"}, monitoringAPI...)},
 	{"agent only", []string{"--set", "webhook.enabled=false", "--set", "policies.enabled=false",
 		"--set", "deviceClass.enabled=false", "--set", "grafana.dashboard.enabled=false"}},
 	{"no metrics, no status socket, file mode", []string{"--set", "metrics.enabled=false",
@@ -60,6 +62,11 @@ func helmRun(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.Command(helm.Require(t), args...)
 	cmd.Dir = filepath.Dir(chartDir())
+	// Helm's own directories apart from the user's (repositories,
+	// plugins, registry logins), and no cluster: the chart alone.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config",
+		"HELM_DATA_HOME="+home+"/data", "KUBECONFIG="+home+"/no-kubeconfig")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

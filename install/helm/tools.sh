@@ -15,7 +15,7 @@
 # .Capabilities.HelmVersion) and the Kubernetes version `helm template`
 # and `helm lint` assume without a cluster, 1.N for the client-go v0.N of
 # Helm's go.mod (unstamped it is 1.20, which the chart's kubeVersion
-# refuses). Cold build on 2 cores: about 3-5 minutes and
+# refuses). Cold build on 2 cores: about 1.5-5 minutes and
 # 1 GB of Go build cache, once per machine; warm, the script only prints
 # the directory. internal/scripts/tools-cache.sh does the caching: one
 # build at a time, renamed into place whole.
@@ -33,7 +33,7 @@ BINS=(bin/helm)
 . "$(dirname "$0")/../../internal/scripts/tools-cache.sh"
 cache_open
 
-echo "tools.sh: building Helm $HELM_VERSION into $DIR (3-5 minutes, once)" >&2
+echo "tools.sh: building Helm $HELM_VERSION into $DIR (1.5-5 minutes, once)" >&2
 export GOFLAGS=-buildvcs=false CGO_ENABLED=0
 export GOPROXY=${GOPROXY:-https://proxy.golang.org,direct}
 gomod=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" |

@@ -1,14 +1,16 @@
-# Sourced by the scripts that build end-to-end tools into a cache outside
-# the clone (nri-plugin/e2e/tools.sh, kube-tools.sh): one build per
-# machine, under a lock, into a temporary directory renamed into place
-# whole, so concurrent callers (go test runs packages in parallel) wait
-# for one build instead of racing, and an interrupted build leaves nothing
-# that looks complete.
+# Sourced by the scripts that build test tools into a cache outside the
+# clone (nri-plugin/e2e/tools.sh, kube-tools.sh, install/helm/tools.sh):
+# one build per machine, under a lock, into a temporary directory renamed
+# into place whole, so concurrent callers (go test runs packages in
+# parallel) wait for one build instead of racing, and an interrupted build
+# leaves nothing that looks complete.
 #
 # The script sets CACHE (the cache's root), KEY (the versions and recipe)
 # and BINS (the paths, relative to the build's directory, that make it
 # complete), then calls cache_open, builds into $tmp, and calls
 # cache_commit. The directory printed on stdout is $CACHE/$KEY/bin.
+# CACHE_VAR names the variable that moves the cache (default
+# GPUSLICE_E2E_CACHE), for the error when it cannot be created.
 
 DIR=$CACHE/$KEY
 
