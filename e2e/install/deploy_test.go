@@ -73,6 +73,7 @@ func TestDeploy(t *testing.T) {
 	checkMetrics(t, r.metrics, ns)
 	running := workloadContainers(t, c, ns)
 	oldShim := inode(t, h.shim)
+	tls := webhookTLS(t, c)
 
 	began = time.Now()
 	if err := r.upgrade(tagNew); err != nil {
@@ -87,6 +88,10 @@ func TestDeploy(t *testing.T) {
 	checkCaps(t, c, ns)
 	checkMetrics(t, r.metrics, ns)
 	checkShimKept(t, c, ns, oldShim, inode(t, h.shim))
+	if after := webhookTLS(t, c); after != tls {
+		t.Errorf("the webhook's TLS across the upgrade: %+v, then %+v; want it kept", tls, after)
+	}
+	checkAdmitted(t, c, ns, simDir)
 
 	// The workloads go while the agent runs (it unprepares their claims),
 	// then the release.
@@ -95,12 +100,25 @@ func TestDeploy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	objects, err := r.objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The query finds them all while installed, so its empty answer
+	// after the uninstall means they are gone.
+	if present, err := existing(c, objects); err != nil || len(present) <= len(objects) {
+		t.Fatalf("the release's %d objects %v: found %v (%v); want each, and helm's records", len(objects), objects, present, err)
+	}
+	t.Logf("the release: %d objects (%s)", len(objects), strings.Join(objects, " "))
 	began = time.Now()
 	if err := r.uninstall(); err != nil {
 		t.Fatal(err)
 	}
 	installed = false
 	t.Logf("helm uninstall: done in %.1f s", time.Since(began).Seconds())
+	if left, err := existing(c, objects); err != nil || len(left) > 0 {
+		t.Errorf("after helm uninstall, of the release's %d objects: %v left (%v); want none", len(objects), left, err)
+	}
 	checkUninstalled(t, c)
 	checkNoSockets(t, c, h)
 }
@@ -299,6 +317,60 @@ func poll(count func() (int, error)) (int, error) {
 			return n, err
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// tlsState is the webhook's TLS as the chart generated it.
+type tlsState struct{ ca, cert, caBundle string }
+
+// webhookTLS reads the webhook's Secret and the CA its configuration
+// trusts, which must be the Secret's.
+func webhookTLS(t *testing.T, c *kube.Cluster) tlsState {
+	t.Helper()
+	cx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sec, err := c.Client().CoreV1().Secrets(releaseNS).Get(cx, releaseName+"-webhook-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mwc, err := c.Client().AdmissionregistrationV1().MutatingWebhookConfigurations().Get(cx, releaseName+"-webhook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tlsState{ca: string(sec.Data["ca.crt"]), cert: string(sec.Data["tls.crt"])}
+	if len(mwc.Webhooks) > 0 {
+		s.caBundle = string(mwc.Webhooks[0].ClientConfig.CABundle)
+	}
+	if s.ca == "" || s.caBundle != s.ca {
+		t.Errorf("the webhook's configuration trusts %q; want the CA of its Secret, %q", s.caBundle, s.ca)
+	}
+	return s
+}
+
+// checkAdmitted checks that the upgraded webhook still translates a pod
+// in the reference's form into a claim.
+func checkAdmitted(t *testing.T, c *kube.Cluster, ns, simDir string) {
+	t.Helper()
+	w := workload{name: "after", resources: workloads[1].resources}
+	m, err := manifest(podTemplate, ns, w, simDir)
+	if err == nil {
+		err = applyAdmitted(c, m)
+	}
+	if err != nil {
+		t.Fatalf("a reference-form pod after the upgrade: %v", err)
+	}
+	cx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := c.Client().CoreV1().Pods(ns).Get(cx, w.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Spec.ResourceClaims) != 1 || len(p.Spec.Containers[0].Resources.Limits) != 0 {
+		t.Errorf("a reference-form pod after the upgrade, as admitted: claims %+v, limits %v; want one claim and no limits",
+			p.Spec.ResourceClaims, p.Spec.Containers[0].Resources.Limits)
+	}
+	if err := c.DeletePod(ns, w.name); err != nil {
+		t.Fatal(err)
 	}
 }
 

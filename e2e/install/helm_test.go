@@ -155,6 +155,51 @@ func (r *release) uninstall() error {
 	return err
 }
 
+// objects are the release's objects as helm records them (helm get
+// manifest), as kubectl names them: kind/name.
+func (r *release) objects() ([]string, error) {
+	out, err := r.run("get", "manifest", releaseName, "-n", releaseNS)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, doc := range strings.Split(out, "\n---") {
+		var o struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			return nil, fmt.Errorf("helm get manifest: %v\n%s", err, doc)
+		}
+		if o.Kind == "" {
+			continue
+		}
+		if o.Metadata.Namespace != "" && o.Metadata.Namespace != releaseNS {
+			return nil, fmt.Errorf("helm get manifest: %s/%s in namespace %s, not the release's", o.Kind, o.Metadata.Name, o.Metadata.Namespace)
+		}
+		names = append(names, o.Kind+"/"+o.Metadata.Name)
+	}
+	return names, nil
+}
+
+// existing are those of the objects (kind/name, in the release's
+// namespace when namespaced) that exist, and the release's own records
+// (helm's Secrets).
+func existing(c *kube.Cluster, objects []string) ([]string, error) {
+	out, err := c.Kubectl(append([]string{"get", "-n", releaseNS, "--ignore-not-found", "-o", "name"}, objects...)...)
+	if err != nil {
+		return nil, err
+	}
+	records, err := c.Kubectl("get", "secrets", "-n", releaseNS, "-l", "owner=helm,name="+releaseName, "-o", "name")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(out + records), nil
+}
+
 // labelled lists every object of every listable kind, in all namespaces
 // and cluster-wide, that carries the release's instance label.
 func labelled(c *kube.Cluster) ([]string, error) {

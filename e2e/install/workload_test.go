@@ -132,17 +132,7 @@ func startWorkloads(t *testing.T, c *kube.Cluster, ns, simDir string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The webhook's endpoint may lag its Ready pod: until it is
-		// called, the policies refuse the reference's form untranslated.
-		deadline := time.Now().Add(time.Minute)
-		for {
-			_, err = c.Apply(m)
-			if err == nil || !strings.Contains(err.Error(), "webhook did not handle") || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(time.Second)
-		}
-		if err != nil {
+		if err := applyAdmitted(c, m); err != nil {
 			t.Fatalf("creating %s: %v", w.name, err)
 		}
 	}
@@ -150,6 +140,20 @@ func startWorkloads(t *testing.T, c *kube.Cluster, ns, simDir string) {
 		if _, err := c.WaitPodRunning(ns, w.name); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// applyAdmitted applies the manifest, again while the policies refuse
+// the reference's form untranslated because the webhook was not called:
+// its Service's endpoints may lag its Ready pod (a minute at most).
+func applyAdmitted(c *kube.Cluster, manifest string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := c.Apply(manifest)
+		if err == nil || !strings.Contains(err.Error(), "webhook did not handle") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second)
 	}
 }
 
