@@ -74,10 +74,16 @@ CGO_ENABLED=0 gobuild gpuslice ./cmd/gpuslice
 CGO_ENABLED=0 gobuild gpuslice-webhook ./cmd/gpuslice-webhook
 
 # The shim, built apart from build/lib (whose -g objects name the clone's
-# path) into build/image/c, where make rebuilds only what changed.
-CFLAGS="-O2 -ffile-prefix-map=$repo/=" \
-	make -s -C "$repo/interposer" BUILD="$repo/build/image/c" shim
-install -m 0444 "$repo/build/image/c/lib/libgpuslice.so" "$root/usr/share/gpuslice/libgpuslice.so"
+# path) into build/image/c, where make rebuilds only what changed; one
+# build at a time (go test runs the image's and the deploy test's
+# packages in parallel).
+mkdir -p "$repo/build/image"
+(
+	flock 9
+	CFLAGS="-O2 -ffile-prefix-map=$repo/=" \
+		make -s -C "$repo/interposer" BUILD="$repo/build/image/c" shim
+	install -m 0444 "$repo/build/image/c/lib/libgpuslice.so" "$root/usr/share/gpuslice/libgpuslice.so"
+) 9>"$repo/build/image/c.lock"
 
 # glibc: what the agent links (ldd names it) and what NVML links of it.
 # Copied by name into the multiarch directory (/lib is a link to usr/lib,
