@@ -24,7 +24,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-const name = "localhost/gpuslice/gpuslice:test"
+const imageName = "localhost/gpuslice/gpuslice:test"
 
 var built struct {
 	once sync.Once
@@ -43,7 +43,7 @@ func theImage(t *testing.T) (string, *ociimage.Image) {
 			return
 		}
 		built.tar = filepath.Join(dir, "gpuslice.tar")
-		if built.err = ociimage.Build(built.tar, []string{name}); built.err == nil {
+		if built.err = ociimage.Build(built.tar, []string{imageName}); built.err == nil {
 			built.im, built.err = ociimage.Read(built.tar)
 		}
 	})
@@ -66,7 +66,7 @@ func TestMain(m *testing.M) {
 func TestReproducible(t *testing.T) {
 	first, im := theImage(t)
 	again := filepath.Join(t.TempDir(), "again.tar")
-	if err := ociimage.Build(again, []string{name}); err != nil {
+	if err := ociimage.Build(again, []string{imageName}); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(first)
@@ -80,7 +80,7 @@ func TestReproducible(t *testing.T) {
 			im.Manifest.Layers[0].Digest, im2.Manifest.Layers[0].Digest)
 	}
 	labelled := filepath.Join(t.TempDir(), "labelled.tar")
-	if err := ociimage.Build(labelled, []string{name}, "io.gpuslice.test=2"); err != nil {
+	if err := ociimage.Build(labelled, []string{imageName}, "io.gpuslice.test=2"); err != nil {
 		t.Fatal(err)
 	}
 	im2, err := ociimage.Read(labelled)
@@ -98,7 +98,7 @@ func TestReproducible(t *testing.T) {
 
 func TestBadLabel(t *testing.T) {
 	out, err := exec.Command(filepath.Join(testenv.Root(), "install", "image", "build.sh"),
-		"--label", `a="b"`, filepath.Join(t.TempDir(), "x.tar"), name).CombinedOutput()
+		"--label", `a="b"`, filepath.Join(t.TempDir(), "x.tar"), imageName).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `--label a="b": want KEY=VALUE`) {
 		t.Errorf("a label with quotes: %v\n%s; want refused, naming it", err, out)
 	}
@@ -112,7 +112,7 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("index: %d entries; want 1", len(im.Index))
 	}
 	e := im.Index[0]
-	for k, want := range map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "test"} {
+	for k, want := range map[string]string{"io.containerd.image.name": imageName, "org.opencontainers.image.ref.name": "test"} {
 		if e.Annotations[k] != want {
 			t.Errorf("index entry annotation %s=%q; want %q", k, e.Annotations[k], want)
 		}
@@ -408,9 +408,9 @@ func TestImport(t *testing.T) {
 	if err := env.ImportImage(tarPath); err != nil {
 		t.Fatal(err)
 	}
-	out, err := env.Crictl("inspecti", "-o", "json", name)
+	out, err := env.Crictl("inspecti", "-o", "json", imageName)
 	if err != nil {
-		t.Fatalf("crictl inspecti %s: %v", name, err)
+		t.Fatalf("crictl inspecti %s: %v", imageName, err)
 	}
 	var info struct {
 		Status struct {
@@ -430,16 +430,16 @@ func TestImport(t *testing.T) {
 		t.Fatalf("crictl inspecti: %v\n%s", err, out)
 	}
 	s := info.Status
-	if s.ID != im.Manifest.Config.Digest || !slices.Contains(s.RepoTags, name) {
+	if s.ID != im.Manifest.Config.Digest || !slices.Contains(s.RepoTags, imageName) {
 		t.Errorf("CRI's image: id %s, tags %v; want id %s (the config's digest) and tag %s",
-			s.ID, s.RepoTags, im.Manifest.Config.Digest, name)
+			s.ID, s.RepoTags, im.Manifest.Config.Digest, imageName)
 	}
 	if ep := info.Info.ImageSpec.Config.Entrypoint; !slices.Equal(ep, []string{"/usr/bin/gpuslice-nri"}) {
 		t.Errorf("CRI's image entrypoint %v; want the agent", ep)
 	}
 	ls, err := exec.Command(filepath.Join(env.BinDir(), "ctr"), "--address", env.Address(), "-n", "k8s.io",
-		"images", "ls", "name=="+name).CombinedOutput()
+		"images", "ls", "name=="+imageName).CombinedOutput()
 	if err != nil || !strings.Contains(string(ls), im.ManifestDigest()) {
-		t.Errorf("ctr images ls: %v\n%s\nwant %s with digest %s", err, ls, name, im.ManifestDigest())
+		t.Errorf("ctr images ls: %v\n%s\nwant %s with digest %s", err, ls, imageName, im.ManifestDigest())
 	}
 }
