@@ -81,12 +81,14 @@ manifests: helm-deps
 ## image: the container image of the agent, the shim, the status command,
 ## the webhook and the module's source, as an OCI layout tar
 ## (install/image/README.md): build/image/gpuslice.tar, named $(IMAGE),
-## by default the chart's image at its appVersion, so that helm install's
-## defaults find it once imported. Reproducible; import with
+## by default the chart's image at its appVersion (which `gpuslice
+## version` prints), so that helm install's defaults find it once
+## imported. Reproducible; import with
 ## ctr -n k8s.io images import, push with skopeo.
-IMAGE ?= ghcr.io/gpuslice/gpuslice:$(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' install/helm/gpuslice/Chart.yaml)
+APP_VERSION := $(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' install/helm/gpuslice/Chart.yaml)
+IMAGE ?= ghcr.io/gpuslice/gpuslice:$(APP_VERSION)
 image:
-	install/image/build.sh $(BUILD)/image/gpuslice.tar $(IMAGE)
+	VERSION=$(APP_VERSION) install/image/build.sh $(BUILD)/image/gpuslice.tar $(IMAGE)
 	@echo "image: $(BUILD)/image/gpuslice.tar ($(IMAGE))"
 
 ## demo: a container's worth of processes hitting their shared cap.
