@@ -1,6 +1,7 @@
 // Package image_test checks the container image install/image/build.sh
 // builds: reproducible, the files and modes of its README, programs that
-// run from it, and importable by the end-to-end tests' containerd.
+// run from it, the module's source that builds from it, importable by the
+// end-to-end tests' containerd and pushable to a registry.
 package image_test
 
 import (
@@ -441,5 +442,34 @@ func TestImport(t *testing.T) {
 		"images", "ls", "name=="+imageName).CombinedOutput()
 	if err != nil || !strings.Contains(string(ls), im.ManifestDigest()) {
 		t.Errorf("ctr images ls: %v\n%s\nwant %s with digest %s", err, ls, imageName, im.ManifestDigest())
+	}
+}
+
+// The module's source builds from the image alone against a kernel's
+// headers, as a builder pod (or the node's DKMS, given the directory)
+// builds it: nothing it needs was left out of /usr/src. Debian's headers
+// are the guest test's (make guest-deps); GPUSLICE_SKIP_GUEST=1 skips.
+func TestModuleBuilds(t *testing.T) {
+	if os.Getenv("GPUSLICE_SKIP_GUEST") == "1" {
+		t.Skip("GPUSLICE_SKIP_GUEST=1: no kernel headers to build gpuslice.ko against")
+	}
+	kdirs, _ := filepath.Glob("/usr/src/linux-headers-*-amd64")
+	if len(kdirs) == 0 {
+		t.Fatal("no /usr/src/linux-headers-*-amd64: run make guest-deps (kmod/guest/deps.sh), or set GPUSLICE_SKIP_GUEST=1")
+	}
+	slices.Sort(kdirs)
+	_, im := theImage(t)
+	root := t.TempDir()
+	unpack(t, im, root)
+	srcs, _ := filepath.Glob(filepath.Join(root, "usr/src/gpuslice-*"))
+	if len(srcs) != 1 {
+		t.Fatalf("the image's /usr/src has %v; want one gpuslice-VERSION", srcs)
+	}
+	out, err := exec.Command("make", "-C", srcs[0], "KDIR="+kdirs[len(kdirs)-1], "modules").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make modules in the image's %s against %s: %v\n%s", srcs[0], kdirs[len(kdirs)-1], err, out)
+	}
+	if _, err := os.Stat(filepath.Join(srcs[0], "gpuslice.ko")); err != nil {
+		t.Errorf("no gpuslice.ko after the build: %v\n%s", err, out)
 	}
 }
