@@ -49,13 +49,16 @@ func TestDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Registered before the workloads' namespace, so it runs after that
-	// is emptied: the agent unprepares the claims of the pods going.
-	installed := false
+	// is emptied: the agent unprepares the claims of the pods going. A
+	// failed install is uninstalled too (else its DaemonSet would make
+	// agents again while the cluster's teardown drains the node).
+	installed := true
 	t.Cleanup(func() {
-		if installed {
-			if err := r.uninstall(); err != nil {
-				t.Error(err)
-			}
+		if !installed {
+			return
+		}
+		if err := r.uninstall(); err != nil && !t.Failed() {
+			t.Error(err)
 		}
 	})
 	ns := c.Namespace(t)
@@ -64,7 +67,6 @@ func TestDeploy(t *testing.T) {
 	if err := r.install(tagOld); err != nil {
 		t.Fatalf("%v\n%s", err, diagnose(c))
 	}
-	installed = true
 	agent := waitAgent(t, c, images[tagOld], "")
 	t.Logf("helm install: the agent's pod %s Ready on image %s in %.1f s", agent.Name, tagOld, time.Since(began).Seconds())
 	checkShimInstalled(t, c, agent, h.shim)
