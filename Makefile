@@ -14,7 +14,7 @@ export CGO_ENABLED := 1
 # every fresh build; they are NVIDIA's, not ours.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps install uninstall install-deps helm-deps manifests
+.PHONY: all build c go demo test lint check-c bench bench-kube clean kmod guest guest-deps kube-deps install uninstall install-deps helm-deps manifests image
 
 all: build
 
@@ -84,6 +84,19 @@ helm-deps:
 ## Helm chart install/helm/gpuslice (a test fails when they are stale).
 manifests: helm-deps
 	$(GO) test -count=1 -run '^TestPlainManifests$$' ./install/helm -update
+
+## image: the container image of the agent, the shim, the status command,
+## the webhook and the module's source, as an OCI layout tar
+## (install/image/README.md): build/image/gpuslice.tar, named $(IMAGE),
+## by default the chart's image at its appVersion (which `gpuslice
+## version` prints), so that helm install's defaults find it once
+## imported. Reproducible; import with
+## ctr -n k8s.io images import, push with skopeo.
+APP_VERSION := $(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' install/helm/gpuslice/Chart.yaml)
+IMAGE ?= ghcr.io/gpuslice/gpuslice:$(APP_VERSION)
+image:
+	VERSION=$(APP_VERSION) install/image/build.sh $(BUILD)/image/gpuslice.tar $(IMAGE)
+	@echo "image: $(BUILD)/image/gpuslice.tar ($(IMAGE))"
 
 ## demo: a container's worth of processes hitting their shared cap.
 demo: c

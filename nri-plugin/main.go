@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
@@ -67,17 +69,35 @@ func run(args []string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("NRI: %w", err)
 	}
+	// SIGTERM (systemctl stop, a pod deleted or rolled by its DaemonSet)
+	// ends the run cleanly: the DRA driver's sockets are removed, so the
+	// kubelet sees the driver go at once rather than dialing a dead
+	// socket, and the status socket goes too.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	// Run returns when the runtime closes the connection (containerd
 	// stopped or restarted): exit and let the service manager restart us;
 	// the state file carries the allocations over.
-	err = s.Run(context.Background())
-	if p.dra != nil {
-		p.dra.Stop()
+	err = s.Run(ctx)
+	p.shutdown()
+	if ctx.Err() != nil {
+		log.Info("stopped by a signal")
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("NRI connection: %w", err)
 	}
 	return nil
+}
+
+// shutdown stops the DRA driver and the observability servers.
+func (p *plugin) shutdown() {
+	if p.dra != nil {
+		p.dra.Stop()
+	}
+	if p.obs != nil {
+		p.obs.close()
+	}
 }
 
 // plugin is what the NRI stub drives: the agent, built at start-up

@@ -177,7 +177,7 @@ func Start(t testing.TB, opts Options) *Env {
 	if err := e.waitUp(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.importImage(image); err != nil {
+	if err := e.ImportImage(image); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("e2e: containerd %s up in %.1f s (dir %s, log %s)", e.id,

@@ -84,9 +84,11 @@ func buildImage(image string) error {
 	return nil
 }
 
-// importImage imports the image buildImage wrote into the namespace CRI
-// uses.
-func (e *Env) importImage(image string) error {
+// ImportImage imports an image tar (an OCI layout, as buildImage and
+// install/image/build.sh write, or docker save's) into the namespace CRI
+// uses, k8s.io, under the names its index gives: the kubelet's pods then
+// run it with imagePullPolicy Never.
+func (e *Env) ImportImage(image string) error {
 	out, err := e.run(crictlTimeout, filepath.Join(e.bin, "ctr"), "--address", e.Address(),
 		"-n", "k8s.io", "image", "import", "--platform", "linux/amd64", image)
 	if err != nil {

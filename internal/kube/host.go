@@ -67,9 +67,10 @@ func defaultRouteDev() string {
 	return ""
 }
 
-// freePorts are n TCP ports free on ip now, all different (each is held
-// until all are chosen).
-func freePorts(ip string, n int) ([]int, error) {
+// FreePorts are n TCP ports free on ip now, all different (each is held
+// until all are chosen): the cluster's components', or a test's server on
+// the node (with the host's network, as a DaemonSet's metrics).
+func FreePorts(ip string, n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

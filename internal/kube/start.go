@@ -109,7 +109,7 @@ func newCluster(tb testing.TB, bin string, opts Options, host *hostLock) (*Clust
 	if c.subnet, err = podSubnet(); err != nil {
 		return c, err
 	}
-	ps, err := freePorts(c.nodeIP, 7)
+	ps, err := FreePorts(c.nodeIP, 7)
 	if err != nil {
 		return c, err
 	}

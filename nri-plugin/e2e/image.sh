@@ -20,8 +20,9 @@
 #   the annotation io.containerd.image.name, all pointing at one manifest.
 #
 # Deterministic: the same busybox and gcc give the same bytes (sorted tar
-# entries, fixed owners and times, no "created" dates), so the digests are
-# stable. One uncompressed layer; takes well under a second.
+# entries, fixed owners and times, no "created" dates: the layout is
+# internal/scripts/oci-layout.sh's), so the digests are stable. One
+# uncompressed layer; takes well under a second.
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
@@ -38,9 +39,7 @@ names=("$@")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 root=$work/rootfs
-layout=$work/layout
-mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,proc,sys,dev,tmp,run,root,var/tmp} \
-	"$layout/blobs/sha256"
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,proc,sys,dev,tmp,run,root,var/tmp}
 chmod 1777 "$root/tmp" "$root/var/tmp"
 
 # busybox and its applets (busybox --list names them without paths).
@@ -94,52 +93,10 @@ printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:
 	>"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 
-# A deterministic tar: sorted names, owner 0, mtime 0, no atime/ctime.
-dtar() {
-	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
-		--format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
-		"$@"
-}
-
-# blob FILE MEDIATYPE: moves FILE into blobs/sha256 and prints its
-# descriptor.
-blob() {
-	local sum size
-	sum=$(sha256sum "$1" | cut -d' ' -f1)
-	size=$(stat -c %s "$1")
-	mv "$1" "$layout/blobs/sha256/$sum"
-	printf '{"mediaType":"%s","digest":"sha256:%s","size":%s}' "$2" "$sum" "$size"
-}
-
-# The layer (uncompressed, so its digest is its diff_id).
-(cd "$root" && dtar -cf "$work/layer.tar" .)
-diffid=sha256:$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
-layer=$(blob "$work/layer.tar" application/vnd.oci.image.layer.v1.tar)
-
-cat >"$work/config.json" <<EOF
-{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Cmd":["/pause"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["$diffid"]},"history":[{"created_by":"nri-plugin/e2e/image.sh"}]}
-EOF
-config=$(blob "$work/config.json" application/vnd.oci.image.config.v1+json)
-
-cat >"$work/manifest.json" <<EOF
-{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":$config,"layers":[$layer]}
-EOF
-manifest=$(blob "$work/manifest.json" application/vnd.oci.image.manifest.v1+json)
-
-# index.json: one entry per name, each the manifest plus its platform and
-# name annotations (io.containerd.image.name is what ctr import names the
-# image by).
-entries=()
-for n in "${names[@]}"; do
-	entries+=("${manifest%\}},\"platform\":{\"architecture\":\"amd64\",\"os\":\"linux\"},\"annotations\":{\"io.containerd.image.name\":\"$n\"}}")
-done
-(
-	IFS=,
-	printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[%s]}\n' \
-		"${entries[*]}"
-) >"$layout/index.json"
-printf '{"imageLayoutVersion":"1.0.0"}\n' >"$layout/oci-layout"
-
-mkdir -p "$(dirname "$out")"
-(cd "$layout" && dtar -cf "$work/image.tar" oci-layout index.json blobs)
-mv "$work/image.tar" "$out"
+# The layout (internal/scripts/oci-layout.sh): one uncompressed layer, so
+# its digest is its diff_id.
+# shellcheck source=../../internal/scripts/oci-layout.sh
+. "$(dirname "$0")/../../internal/scripts/oci-layout.sh"
+oci_image "$out" "$root" \
+	'{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Cmd":["/pause"],"WorkingDir":"/"}' \
+	nri-plugin/e2e/image.sh none "${names[@]}"
