@@ -14,7 +14,9 @@
 # inside the guest, default 120), GSGUEST_TESTS (the directory of the test
 # sources, default kmod/guest/tests).
 #
-# Outputs under OUTDIR: kmod-src/ (the out-of-tree module build), tests/
+# Outputs under OUTDIR: kmod-src/ (the out-of-tree module build),
+# nvstub-src/ (guest/nvstub, a stand-in NVIDIA driver, /nvstub.ko in the
+# guest: the guard's test loads it), tests/
 # (static programs), ORDER (the programs the guest runs, in order),
 # initramfs.gz, serial.log (the guest's console: judge the run by the
 # GSGUEST/GSTEST markers in it, never by qemu's exit status, which is 0
@@ -92,6 +94,15 @@ fi
 ko=$src/gpuslice.ko
 [ -f "$ko" ] || die "the kernel build made no gpuslice.ko (log: $out/kmod-build.log)"
 echo "kmod/guest/run.sh: built $ko for $kver ($(since "$t0") s)" >&2
+# The stand-in NVIDIA driver (guest/nvstub) the guard's test loads itself.
+stub=$out/nvstub-src
+rm -rf "$stub"
+cp -r "$here/nvstub" "$stub"
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	make -s -C "$kdir" M="$stub" modules >"$out/nvstub-build.log" 2>&1; then
+	cat "$out/nvstub-build.log" >&2
+	die "building nvstub.ko against $kdir failed (log: $out/nvstub-build.log)"
+fi
 [ "$mode" = module ] && exit 0
 
 # --- (c) the test programs: every tests/*.c is one static program.
@@ -202,6 +213,7 @@ while read -r a; do
 done < <("$busybox" --list-full)
 install -m 0755 "$here/init" "$root/init"
 install -m 0644 "$ko" "$root/gpuslice.ko"
+install -m 0644 "$stub/nvstub.ko" "$root/nvstub.ko"
 for p in "${order[@]}"; do
 	install -m 0755 "$out/tests/$p" "$root/tests/$p"
 	[ ! -f "$out/tests/$p.gotest" ] || install -m 0755 "$out/tests/$p.gotest" "$root/tests/$p.gotest"
