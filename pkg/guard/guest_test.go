@@ -106,12 +106,89 @@ func child(what string) int {
 		case "use-inherited":
 			// fd 3: a node the parent (a host process) opened.
 			use(say, 3, "inherited")
+		case "send":
+			// Opens /dev/nvidia0 and sends it over the socket at fd 3.
+			fd, err := unix.Open("/dev/nvidia0", unix.O_RDWR|unix.O_CLOEXEC, 0)
+			say("open", "/dev/nvidia0", err)
+			if err == nil {
+				say("send", "/dev/nvidia0", unix.Sendmsg(3, []byte{1}, unix.UnixRights(fd), nil, 0))
+			}
+		case "recv-use":
+			// Uses the node that came over the socket at fd 3.
+			fd, err := recvFd(3)
+			say("recv", "passed", err)
+			if err == nil {
+				use(say, fd, "passed")
+			}
+		case "fork-open":
+			say("fork-open", "/dev/nvidiactl", forkOpen("/dev/nvidiactl"))
 		default:
 			fmt.Fprintf(out, "bad step %q\n", step)
 			return 1
 		}
 	}
 	return 0
+}
+
+func recvFd(sock int) (int, error) {
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(sock, make([]byte, 1), oob, 0)
+	if err != nil {
+		return -1, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return -1, fmt.Errorf("no descriptor came: %v", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return -1, fmt.Errorf("no descriptor came: %v", err)
+	}
+	return fds[0], nil
+}
+
+// forkOpen forks (a plain fork, no exec: the child is this image) and
+// returns what open(path) answered in the child. The child makes raw
+// system calls only: it is a copy of one thread of a Go program.
+func forkOpen(path string) error {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return err
+	}
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	defer unix.Close(pipe[0])
+	var answer [1]byte
+	cwd := unix.AT_FDCWD
+	pid, _, e := unix.RawSyscall(unix.SYS_CLONE, uintptr(unix.SIGCHLD), 0, 0)
+	if e != 0 {
+		unix.Close(pipe[1])
+		return e
+	}
+	if pid == 0 {
+		fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(cwd), uintptr(unsafe.Pointer(p)),
+			uintptr(unix.O_RDWR), 0, 0, 0)
+		answer[0] = byte(e)
+		if e == 0 {
+			unix.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+		}
+		unix.RawSyscall(unix.SYS_WRITE, uintptr(pipe[1]), uintptr(unsafe.Pointer(&answer[0])), 1)
+		unix.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+	}
+	unix.Close(pipe[1])
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(int(pid), &ws, 0, nil); err != nil {
+		return err
+	}
+	if n, err := unix.Read(pipe[0], answer[:]); err != nil || n != 1 {
+		return fmt.Errorf("the forked child said nothing (%v, status %v)", err, ws)
+	}
+	if answer[0] != 0 {
+		return syscall.Errno(answer[0])
+	}
+	return nil
 }
 
 func use(say func(op, path string, err error), fd int, path string) {
@@ -299,12 +376,33 @@ func TestGuestGuard(t *testing.T) {
 		allowed(t, g.run(g.vgpu, "attach,exec,attach,use", nil), "an exec'd process that attaches again")
 	})
 
+	t.Run("passed-fd", func(t *testing.T) {
+		// An attached process sends /dev/nvidia0 over a unix socket twice:
+		// the unattached receiver is refused its use, an attached one not.
+		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		a, b := os.NewFile(uintptr(sp[0]), "sender"), os.NewFile(uintptr(sp[1]), "receiver")
+		defer a.Close()
+		defer b.Close()
+		allowed(t, g.run(g.vgpu, "attach,send,send", a), "an attached sender")
+		res := g.run(g.vgpu, "recv-use", b)
+		assert.Equal(t, "0", res["recv passed"])
+		refused(t, res, "an unattached receiver", 2)
+		allowed(t, g.run(g.vgpu, "attach,recv-use", b), "an attached receiver")
+	})
+	t.Run("fork", func(t *testing.T) {
+		// The child of an attached process shares its attached file.
+		allowed(t, g.run(g.vgpu, "attach,fork-open", nil), "the forked child of an attached process")
+		res := g.run(g.vgpu, "fork-open", nil)
+		assert.Equal(t, eperm, res["fork-open /dev/nvidiactl"], "the forked child of an unattached process")
+	})
+
 	t.Run("counted", func(t *testing.T) {
 		r, err := gd.Refusals()
 		require.NoError(t, err)
 		// unattached 4 + 4 opens, inherited-fd 2, attach-failed 4 + 2,
-		// detached 4 + 2, exec 2.
-		assert.Equal(t, map[uint64]uint64{g.idV: 24}, r)
+		// detached 4 + 2, exec 2, passed-fd 2, fork 1.
+		assert.Equal(t, map[uint64]uint64{g.idV: 27}, r)
 		st, err := gd.Stats()
 		require.NoError(t, err)
 		assert.Equal(t, Stats{}, st)
