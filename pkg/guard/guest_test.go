@@ -26,8 +26,9 @@ import (
 	"github.com/gpuslice/gpuslice/pkg/kmod"
 )
 
-// The card of the test's vGPU, and one never configured.
-const guestCard, noCard = 0, 7
+// The card of the test's vGPU (one no other guest program uses), and one
+// no program configures (kmod/guest/tests: UNCONF).
+const guestCard, noCard = 24, 31
 
 // The stand-in device nodes: name -> (major name in /proc/devices, minor).
 var nodes = []struct {
