@@ -12,7 +12,8 @@
 # /boot/vmlinuz-*-amd64 with headers), GSGUEST_TIMEOUT (seconds for the
 # whole boot, default 300), GSGUEST_TEST_TIMEOUT (seconds per test program
 # inside the guest, default 120), GSGUEST_TESTS (the directory of the test
-# sources, default kmod/guest/tests).
+# sources, default kmod/guest/tests), GSGUEST_APPEND (more of the guest
+# kernel's command line, e.g. an lsm= list).
 #
 # Outputs under OUTDIR: kmod-src/ (the out-of-tree module build),
 # nvstub-src/ (guest/nvstub, a stand-in NVIDIA driver, /nvstub.ko in the
@@ -255,6 +256,7 @@ echo "kmod/guest/run.sh: packed $out/initramfs.gz ($(since "$t0") s)" >&2
 append="console=ttyS0 panic=-1 oops=panic softlockup_panic=1 panic_print=32"
 append+=" hung_task_panic=1 sysctl.kernel.hung_task_timeout_secs=60 rdinit=/init quiet"
 append+=" gsguest.test_timeout=$test_timeout_s"
+[ -z "${GSGUEST_APPEND:-}" ] || append+=" $GSGUEST_APPEND"
 log=$out/serial.log
 echo "kmod/guest/run.sh: booting $vmlinuz in qemu (TCG, up to $timeout_s s); console: $log" >&2
 t0=$(now)

@@ -321,7 +321,18 @@ func refused(t *testing.T, res map[string]string, who string, want int) {
 	assert.Equal(t, want, n, "%s: uses seen: %v", who, res)
 }
 
+// noBPFLSM is the guest kernel command line's word that says the guest
+// was booted without the BPF LSM (kmod/guest's TestGuestWithoutBPFLSM).
+const noBPFLSM = "gsguest.no_bpf_lsm=1"
+
 func TestGuestGuard(t *testing.T) {
+	testenv.InGuest(t)
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	require.NoError(t, err)
+	if strings.Contains(" "+strings.TrimSpace(string(cmdline))+" ", " "+noBPFLSM+" ") {
+		withoutBPFLSM(t)
+		return
+	}
 	g := setup(t)
 	// A node the host opens, for the children that use an fd they did
 	// not open (inherited across exec, as one passed over a socket).
@@ -429,4 +440,25 @@ func TestGuestGuard(t *testing.T) {
 		require.NoError(t, gd.AddCgroup(g.idV))
 		refused(t, g.run(g.vgpu, "use", nil), "an unattached process, the guard reloaded", len(nodes))
 	})
+}
+
+// withoutBPFLSM: on a kernel booted without bpf in lsm=, the guard says
+// so, with the change to make, and does not load.
+func withoutBPFLSM(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/security/lsm"); err != nil {
+		require.NoError(t, unix.Mount("securityfs", "/sys/kernel/security", "securityfs", 0, ""))
+	}
+	lsm, err := os.ReadFile("/sys/kernel/security/lsm")
+	require.NoError(t, err)
+	t.Logf("active LSMs: %s", lsm)
+	var ue *UnsupportedError
+	require.ErrorAs(t, Supported(), &ue)
+	assert.Contains(t, ue.Reason, "the BPF LSM is not active")
+	assert.Contains(t, ue.Fix, "lsm="+strings.TrimSpace(string(lsm))+",bpf")
+	g, err := Load()
+	if g != nil {
+		g.Close()
+	}
+	require.ErrorAs(t, err, &ue)
+	t.Log(err)
 }
