@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeGuard is the eBPF guard as the agent sees it: the guarded cgroups.
+type fakeGuard struct {
+	mu  sync.Mutex
+	set map[uint64]bool
+	err error // AddCgroup's answer
+}
+
+func newFakeGuard() *fakeGuard { return &fakeGuard{set: map[uint64]bool{}} }
+
+func (g *fakeGuard) AddCgroup(id uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err != nil {
+		return g.err
+	}
+	g.set[id] = true
+	return nil
+}
+
+func (g *fakeGuard) RemoveCgroup(id uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.set, id)
+	return nil
+}
+
+func (g *fakeGuard) cgroups() map[uint64]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[uint64]bool{}
+	for k := range g.set {
+		out[k] = true
+	}
+	return out
+}
+
+// A bound container's cgroup is guarded from its start to its removal,
+// and again by a restarted agent's new guard, from the agent's state.
+func TestModuleGuard(t *testing.T) {
+	n := newNode(t, EnforceModule, cards16(1, 4)...)
+	g := newFakeGuard()
+	n.opts.Guard = g
+	n.restart(t)
+	ann := map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-cores": "20"}
+	for _, c := range []string{"c1", "c2"} {
+		_, err := n.create(t, c, ann)
+		require.NoError(t, err)
+		n.cgroup(t, c)
+	}
+	id := func(c string) uint64 {
+		return uint64(len(filepath.Join(n.opts.Layout.CgroupRoot, "k8s.io", c)))
+	}
+	assert.Empty(t, g.cgroups(), "nothing guarded before a start")
+	require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), ctr("c1")))
+	assert.Equal(t, map[uint64]bool{id("c1"): true}, g.cgroups())
+
+	// The agent restarts: its new guard knows nothing, the state does.
+	g = newFakeGuard()
+	n.opts.Guard = g
+	n.restart(t)
+	assert.Equal(t, map[uint64]bool{id("c1"): true}, g.cgroups(), "guarded again from the state")
+
+	require.NoError(t, n.agent.RemoveContainer(context.Background(), pod(nil), ctr("c1")))
+	assert.Empty(t, g.cgroups())
+
+	// A guard that cannot take the cgroup: the start fails, unbound.
+	g.err = errors.New("guard: the guard holds 4096 vGPU cgroups already")
+	err := n.agent.StartContainer(context.Background(), pod(nil), ctr("c2"))
+	require.ErrorContains(t, err, "4096 vGPU cgroups")
+	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
+}
+
+// guard: required on a node whose guard did not load: vGPU containers
+// are refused at start, with the guard's reason, and nothing is bound.
+func TestModuleGuardRequired(t *testing.T) {
+	n := newNode(t, EnforceModule, cards16(1, 4)...)
+	n.opts.GuardErr = errors.New("guard: the BPF LSM is not active (active LSMs: lockdown,yama); add bpf to lsm=")
+	n.restart(t)
+	_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
+	require.NoError(t, err)
+	n.cgroup(t, "c1")
+	err = n.agent.StartContainer(context.Background(), pod(nil), ctr("c1"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "eBPF guard is not running")
+	assert.Contains(t, err.Error(), "the BPF LSM is not active")
+	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
+}
