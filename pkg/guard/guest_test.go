@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -121,6 +122,30 @@ func child(what string) int {
 			if err == nil {
 				use(say, fd, "passed")
 			}
+		case "bench":
+			// Round trips on /dev/nvidia0 (reported, not asserted).
+			const opens, ioctls = 2000, 20000
+			t0 := time.Now()
+			for range opens {
+				fd, err := unix.Open("/dev/nvidia0", unix.O_RDWR|unix.O_CLOEXEC, 0)
+				if err != nil {
+					say("bench", "open", err)
+					return 1
+				}
+				unix.Close(fd)
+			}
+			openNs := time.Since(t0).Nanoseconds() / opens
+			fd, err := unix.Open("/dev/nvidia0", unix.O_RDWR|unix.O_CLOEXEC, 0)
+			if err != nil {
+				say("bench", "open", err)
+				return 1
+			}
+			t0 = time.Now()
+			for range ioctls {
+				unix.Syscall(unix.SYS_IOCTL, uintptr(fd), 0x1234, 0)
+			}
+			fmt.Fprintf(out, "bench ioctl %d\nbench open %d\n", time.Since(t0).Nanoseconds()/ioctls, openNs)
+			unix.Close(fd)
 		case "fork-open":
 			say("fork-open", "/dev/nvidiactl", forkOpen("/dev/nvidiactl"))
 		default:
@@ -409,6 +434,19 @@ func TestGuestGuard(t *testing.T) {
 		assert.Equal(t, eperm, res["fork-open /dev/nvidiactl"], "the forked child of an unattached process")
 	})
 
+	// The cost of the guard: open + close and an ioctl of a guarded node,
+	// by a host process (the hooks run and let it pass at the cgroup
+	// check) and an attached one (the whole check), with the guard on
+	// here and off below.
+	bench := map[string]string{}
+	t.Run("bench-on", func(t *testing.T) {
+		for who, r := range map[string]map[string]string{
+			"host": g.run("", "bench", nil), "attached": g.run(g.vgpu, "attach,bench", nil),
+		} {
+			bench[who+"_on_open"], bench[who+"_on_ioctl"] = r["bench open"], r["bench ioctl"]
+		}
+	})
+
 	t.Run("counted", func(t *testing.T) {
 		r, err := gd.Refusals()
 		require.NoError(t, err)
@@ -433,6 +471,11 @@ func TestGuestGuard(t *testing.T) {
 		// The agent stopped: the guard is gone with its links.
 		require.NoError(t, gd.Close())
 		allowed(t, g.run(g.vgpu, "use", nil), "an unattached process, the guard off")
+		r := g.run("", "bench", nil)
+		bench["off_open"], bench["off_ioctl"] = r["bench open"], r["bench ioctl"]
+		for _, k := range []string{"off_open", "host_on_open", "attached_on_open", "off_ioctl", "host_on_ioctl", "attached_on_ioctl"} {
+			fmt.Printf("GSBENCH guard_%s %s ns\n", k, bench[k])
+		}
 		// Back, with the agent's cgroups added again.
 		gd, err = Load()
 		require.NoError(t, err)
