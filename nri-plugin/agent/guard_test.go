@@ -1,14 +1,19 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuslice/gpuslice/pkg/guard"
 )
 
 // fakeGuard is the eBPF guard as the agent sees it: the guarded cgroups.
@@ -97,4 +102,36 @@ func TestModuleGuardRequired(t *testing.T) {
 	assert.Contains(t, err.Error(), "eBPF guard is not running")
 	assert.Contains(t, err.Error(), "the BPF LSM is not active")
 	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
+}
+
+// Each refusal is one log line naming the container and the process.
+func TestLogRefusals(t *testing.T) {
+	n := newNode(t, EnforceModule, cards16(1, 4)...)
+	var logs bytes.Buffer
+	n.opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	n.opts.Guard = newFakeGuard()
+	n.restart(t)
+	_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
+	require.NoError(t, err)
+	n.cgroup(t, "c1")
+	require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), ctr("c1")))
+	al, _ := n.opts.Store.Get("c1")
+
+	rs := []guard.Refusal{{Cgroup: al.CgroupID, PID: 4242, Comm: "python", Op: "open", Major: 195, Minor: 255}}
+	done := errors.New("guard closed")
+	err = n.agent.LogRefusals(func() (guard.Refusal, error) {
+		if len(rs) == 0 {
+			return guard.Refusal{}, done
+		}
+		r := rs[0]
+		rs = rs[1:]
+		return r, nil
+	})
+	assert.ErrorIs(t, err, done)
+	line := logs.String()
+	assert.Contains(t, line, "the eBPF guard refused a GPU device")
+	assert.Contains(t, line, "container="+al.Name)
+	assert.Contains(t, line, "pod="+al.Namespace+"/"+al.Pod)
+	assert.Contains(t, line, "pid=4242 comm=python op=open device=195:255")
+	assert.Equal(t, 1, strings.Count(line, "eBPF guard refused"))
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpuslice/gpuslice/pkg/guard"
 	"github.com/gpuslice/gpuslice/pkg/kmod"
 	"github.com/gpuslice/gpuslice/pkg/placement"
 	"github.com/gpuslice/gpuslice/pkg/state"
@@ -251,4 +252,28 @@ func expandSlice(slice string) (string, error) {
 		prefix += "-"
 	}
 	return filepath.Join(dirs...), nil
+}
+
+// LogRefusals logs each refusal next returns (the guard's NextRefusal),
+// one line naming the container of the refused process's vGPU cgroup,
+// until next fails (the guard closed); it returns that error.
+func (a *Agent) LogRefusals(next func() (guard.Refusal, error)) error {
+	for {
+		r, err := next()
+		if err != nil {
+			return err
+		}
+		var who state.Allocation
+		for _, al := range a.opts.Store.All() {
+			if al.CgroupID == r.Cgroup && bound(al) {
+				who = al
+				break
+			}
+		}
+		a.opts.Log.Warn("the eBPF guard refused a GPU device to a process not attached to its vGPU "+
+			"(started without libgpuslice.so, or it cleared LD_PRELOAD)",
+			"pod", who.Namespace+"/"+who.Pod, "container", who.Name, "id", who.Container,
+			"pid", r.PID, "comm", r.Comm, "op", r.Op, "device", fmt.Sprintf("%d:%d", r.Major, r.Minor),
+			"cgroup", r.Cgroup)
+	}
 }
