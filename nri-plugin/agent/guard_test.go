@@ -18,9 +18,10 @@ import (
 
 // fakeGuard is the eBPF guard as the agent sees it: the guarded cgroups.
 type fakeGuard struct {
-	mu  sync.Mutex
-	set map[uint64]bool
-	err error // AddCgroup's answer
+	mu        sync.Mutex
+	set       map[uint64]bool
+	err       error // AddCgroup's answer
+	refreshes int
 }
 
 func newFakeGuard() *fakeGuard { return &fakeGuard{set: map[uint64]bool{}} }
@@ -39,6 +40,13 @@ func (g *fakeGuard) RemoveCgroup(id uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.set, id)
+	return nil
+}
+
+func (g *fakeGuard) Refresh() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refreshes++
 	return nil
 }
 
@@ -71,6 +79,7 @@ func TestModuleGuard(t *testing.T) {
 	assert.Empty(t, g.cgroups(), "nothing guarded before a start")
 	require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), ctr("c1")))
 	assert.Equal(t, map[uint64]bool{id("c1"): true}, g.cgroups())
+	assert.Equal(t, 1, g.refreshes, "the majors reread before the cgroup is added")
 
 	// The agent restarts: its new guard knows nothing, the state does.
 	g = newFakeGuard()

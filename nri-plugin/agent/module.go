@@ -30,7 +30,13 @@ type KmodAdmin interface {
 type GuardAdmin interface {
 	AddCgroup(id uint64) error
 	RemoveCgroup(id uint64) error
+	// Refresh rereads the node's NVIDIA majors: nvidia-uvm and
+	// nvidia-caps register theirs when first loaded, which may be after
+	// the guard.
+	Refresh() error
 }
+
+var _ GuardAdmin = (*guard.Guard)(nil)
 
 // reconcileGuard adds the cgroup of every container bound to the module
 // to the guard: a guard loaded by a (re)started agent knows none.
@@ -153,7 +159,11 @@ func (a *Agent) bindDir(al *state.Allocation, dir string) error {
 	// Guarded before the container's first process runs: StartContainer
 	// (or the claim's preparation) returns only after this.
 	if a.opts.Guard != nil {
-		if err := a.opts.Guard.AddCgroup(id); err != nil {
+		err := a.opts.Guard.Refresh()
+		if err == nil {
+			err = a.opts.Guard.AddCgroup(id)
+		}
+		if err != nil {
 			a.unbind(*al)
 			return err
 		}
