@@ -70,8 +70,12 @@ kube-deps:
 # systemd) for the unit, dkms for the module's DKMS build (skipped with
 # GPUSLICE_SKIP_GUEST=1, as the guest test), installed before go test runs
 # so that no apt-get runs inside a test beside another package's.
+# clang-14, llvm-14 (llvm-strip) and libbpf-dev for pkg/guard's check that
+# its checked-in BPF objects are what bpf/ compiles to (GPUSLICE_SKIP_BPF=1
+# skips that check and these).
 install-deps:
-	@internal/scripts/apt-need.sh install-deps systemd $(if $(filter 1,$(GPUSLICE_SKIP_GUEST)),,dkms)
+	@internal/scripts/apt-need.sh install-deps systemd $(if $(filter 1,$(GPUSLICE_SKIP_GUEST)),,dkms) \
+		$(if $(filter 1,$(GPUSLICE_SKIP_BPF)),,clang-14 llvm-14 libbpf-dev)
 
 # Helm v3.22.0, which the chart's tests (install/helm) run, built into
 # ~/.cache/gpuslice/tools before go test runs (install/helm/tools.sh: a

@@ -30,9 +30,17 @@ fi
 cd "$kmod"
 # The module's own sources are held to --strict.
 perl "$cp" --quiet --no-tree --strict --show-types -f \
-	gs_*.c gs_kmod.h core/gs_sched.c core/gs_sched.h include/uapi/gpuslice.h
+	gs_*.c gs_kmod.h core/gs_sched.c core/gs_sched.h include/uapi/gpuslice.h \
+	include/uapi/gpuslice_guard.h
 # The two headers that exist to bridge kernels and user space: version
 # tests and user-space typedefs are their purpose.
 perl "$cp" --quiet --no-tree --show-types \
 	--ignore LINUX_VERSION_CODE,CONSTANT_COMPARISON,PREFER_KERNEL_TYPES \
 	-f gs_kcompat.h core/gs_compat.h
+# The guest's stand-in NVIDIA driver, as the module.
+perl "$cp" --quiet --no-tree --strict --show-types -f guest/nvstub/nvstub.c
+# The guard's BPF programs (pkg/guard/bpf): kernel style; volatile const is
+# how a BPF program takes a constant from its loader, and kernel.h's
+# typedefs stand in for the kernel's own.
+perl "$cp" --quiet --no-tree --show-types --ignore VOLATILE,NEW_TYPEDEFS \
+	-f ../pkg/guard/bpf/guard.bpf.c ../pkg/guard/bpf/guard.h ../pkg/guard/bpf/kernel.h

@@ -20,6 +20,7 @@ struct gs_client *gs_client_new(void)
 
 	if (!cl)
 		return NULL;
+	cl->guard.magic = GPUSLICE_GUARD_MAGIC;
 	cl->pid = get_pid(task_tgid(current));
 	return cl;
 }
@@ -176,6 +177,11 @@ int gs_attach(struct gs_client *cl, struct gpuslice_attach *arg)
 		gs_card_retime(card);
 		/* Publish the attachment to lock-free callers (gs_attached). */
 		smp_store_release(&att->kv, kv);
+		/*
+		 * The guard reads this without a lock: it only ever turns 1,
+		 * and only once the attachment is whole.
+		 */
+		WRITE_ONCE(cl->guard.attached, 1);
 	}
 	gs_attach_reply(kv, arg);
 out:

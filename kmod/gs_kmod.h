@@ -39,6 +39,7 @@
 
 #include "gs_sched.h"
 #include "uapi/gpuslice.h"
+#include "uapi/gpuslice_guard.h"
 
 #define GS_MODULE_VERSION "1.0.0"
 
@@ -131,6 +132,7 @@ struct gs_attach {
  * xarrays of the vGPUs it attached to.
  */
 struct gs_client {
+	struct gpuslice_guard_word guard;	/* first: the eBPF guard reads it */
 	struct rcu_head rcu;
 	struct pid *pid;	/* the opener's thread group */
 	struct gs_attach att[GPUSLICE_MAX_CARDS];

@@ -284,6 +284,24 @@ func TestGuest(t *testing.T) {
 	if os.Getenv("GPUSLICE_SKIP_GUEST") == "1" {
 		t.Skip("GPUSLICE_SKIP_GUEST=1: the qemu guest test of gpuslice.ko does not run")
 	}
+	boot(t, "guest-test", nil)
+}
+
+// TestGuestWithoutBPFLSM boots the guest with an lsm= list that leaves the
+// BPF LSM out (Debian's default list without bpf) and runs the guard's
+// test, which the command line's gsguest.no_bpf_lsm=1 tells to expect the
+// guard refused with what to change (pkg/guard).
+func TestGuestWithoutBPFLSM(t *testing.T) {
+	if os.Getenv("GPUSLICE_SKIP_GUEST") == "1" {
+		t.Skip("GPUSLICE_SKIP_GUEST=1: the qemu guest test of gpuslice.ko does not run")
+	}
+	boot(t, "guest-nolsm", []string{"GSGUEST_APPEND=lsm=landlock,lockdown,yama,apparmor gsguest.no_bpf_lsm=1"}, "guard")
+}
+
+// boot runs kmod/guest/run.sh into build/<name> with env added to its
+// environment and the test programs progs (none: all), and judges the
+// serial log, a subtest per program.
+func boot(t *testing.T, name string, env []string, progs ...string) {
 	root := testenv.Root()
 	guest := filepath.Join(root, "kmod", "guest")
 
@@ -315,7 +333,7 @@ func TestGuest(t *testing.T) {
 	}
 
 	// The run: kept under build/ for a look afterwards; one at a time.
-	out := filepath.Join(testenv.Build(), "guest-test")
+	out := filepath.Join(testenv.Build(), name)
 	if err := os.MkdirAll(testenv.Build(), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +351,8 @@ func TestGuest(t *testing.T) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run := command(ctx, filepath.Join(guest, "run.sh"), out)
-	run.Env = os.Environ()
+	run := command(ctx, filepath.Join(guest, "run.sh"), append([]string{out}, progs...)...)
+	run.Env = append(os.Environ(), env...)
 	if os.Getenv("GSGUEST_TIMEOUT") == "" {
 		// Leave a minute of the budget for the builds before the boot.
 		boot := min(300*time.Second, time.Until(deadline(ctx))-60*time.Second)

@@ -12,9 +12,12 @@
 # /boot/vmlinuz-*-amd64 with headers), GSGUEST_TIMEOUT (seconds for the
 # whole boot, default 300), GSGUEST_TEST_TIMEOUT (seconds per test program
 # inside the guest, default 120), GSGUEST_TESTS (the directory of the test
-# sources, default kmod/guest/tests).
+# sources, default kmod/guest/tests), GSGUEST_APPEND (more of the guest
+# kernel's command line, e.g. an lsm= list).
 #
-# Outputs under OUTDIR: kmod-src/ (the out-of-tree module build), tests/
+# Outputs under OUTDIR: kmod-src/ (the out-of-tree module build),
+# nvstub-src/ (guest/nvstub, a stand-in NVIDIA driver, /nvstub.ko in the
+# guest: the guard's test loads it), tests/
 # (static programs), ORDER (the programs the guest runs, in order),
 # initramfs.gz, serial.log (the guest's console: judge the run by the
 # GSGUEST/GSTEST markers in it, never by qemu's exit status, which is 0
@@ -92,6 +95,15 @@ fi
 ko=$src/gpuslice.ko
 [ -f "$ko" ] || die "the kernel build made no gpuslice.ko (log: $out/kmod-build.log)"
 echo "kmod/guest/run.sh: built $ko for $kver ($(since "$t0") s)" >&2
+# The stand-in NVIDIA driver (guest/nvstub) the guard's test loads itself.
+stub=$out/nvstub-src
+rm -rf "$stub"
+cp -r "$here/nvstub" "$stub"
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	make -s -C "$kdir" M="$stub" modules >"$out/nvstub-build.log" 2>&1; then
+	cat "$out/nvstub-build.log" >&2
+	die "building nvstub.ko against $kdir failed (log: $out/nvstub-build.log)"
+fi
 [ "$mode" = module ] && exit 0
 
 # --- (c) the test programs: every tests/*.c is one static program.
@@ -202,6 +214,7 @@ while read -r a; do
 done < <("$busybox" --list-full)
 install -m 0755 "$here/init" "$root/init"
 install -m 0644 "$ko" "$root/gpuslice.ko"
+install -m 0644 "$stub/nvstub.ko" "$root/nvstub.ko"
 for p in "${order[@]}"; do
 	install -m 0755 "$out/tests/$p" "$root/tests/$p"
 	[ ! -f "$out/tests/$p.gotest" ] || install -m 0755 "$out/tests/$p.gotest" "$root/tests/$p.gotest"
@@ -243,6 +256,7 @@ echo "kmod/guest/run.sh: packed $out/initramfs.gz ($(since "$t0") s)" >&2
 append="console=ttyS0 panic=-1 oops=panic softlockup_panic=1 panic_print=32"
 append+=" hung_task_panic=1 sysctl.kernel.hung_task_timeout_secs=60 rdinit=/init quiet"
 append+=" gsguest.test_timeout=$test_timeout_s"
+[ -z "${GSGUEST_APPEND:-}" ] || append+=" $GSGUEST_APPEND"
 log=$out/serial.log
 echo "kmod/guest/run.sh: booting $vmlinuz in qemu (TCG, up to $timeout_s s); console: $log" >&2
 t0=$(now)

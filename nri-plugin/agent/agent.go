@@ -54,10 +54,17 @@ type Options struct {
 	Strategy  placement.Strategy
 	Enforce   string    // EnforceModule or EnforceFile
 	Kmod      KmodAdmin // module mode: gpuslice.ko's admin calls
-	Store     *state.Store
-	Layout    Layout      // where things are on the host and in containers
-	CDI       CDIResolver // nil: device nodes only
-	Log       *slog.Logger
+	// Guard (module mode, optional) keeps the NVIDIA device nodes from
+	// the processes of vGPU containers that are not attached
+	// (pkg/guard): each bound container's cgroup is added to it.
+	Guard GuardAdmin
+	// GuardErr, when set, is why the node's guard is not running although
+	// the configuration requires it: vGPU containers are refused with it.
+	GuardErr error
+	Store    *state.Store
+	Layout   Layout      // where things are on the host and in containers
+	CDI      CDIResolver // nil: device nodes only
+	Log      *slog.Logger
 	// CgroupID finds a cgroup directory's v2 id (default kmod.CgroupID).
 	CgroupID func(dir string) (uint64, error)
 }
@@ -118,6 +125,9 @@ func New(opts Options) (*Agent, error) {
 	sort.Slice(a.cards, func(i, j int) bool { return a.cards[i].Index < a.cards[j].Index })
 	if opts.Enforce == EnforceModule {
 		if err := a.configureCards(); err != nil {
+			return nil, err
+		}
+		if err := a.reconcileGuard(); err != nil {
 			return nil, err
 		}
 	}

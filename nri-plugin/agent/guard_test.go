@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuslice/gpuslice/pkg/guard"
+)
+
+// fakeGuard is the eBPF guard as the agent sees it: the guarded cgroups.
+type fakeGuard struct {
+	mu        sync.Mutex
+	set       map[uint64]bool
+	err       error // AddCgroup's answer
+	refreshes int
+}
+
+func newFakeGuard() *fakeGuard { return &fakeGuard{set: map[uint64]bool{}} }
+
+func (g *fakeGuard) AddCgroup(id uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err != nil {
+		return g.err
+	}
+	g.set[id] = true
+	return nil
+}
+
+func (g *fakeGuard) RemoveCgroup(id uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.set, id)
+	return nil
+}
+
+func (g *fakeGuard) Refresh() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refreshes++
+	return nil
+}
+
+func (g *fakeGuard) cgroups() map[uint64]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[uint64]bool{}
+	for k := range g.set {
+		out[k] = true
+	}
+	return out
+}
+
+// A bound container's cgroup is guarded from its start to its removal,
+// and again by a restarted agent's new guard, from the agent's state.
+func TestModuleGuard(t *testing.T) {
+	n := newNode(t, EnforceModule, cards16(1, 4)...)
+	g := newFakeGuard()
+	n.opts.Guard = g
+	n.restart(t)
+	ann := map[string]string{"gpuslice.io/gpu-memory": "1Gi", "gpuslice.io/gpu-cores": "20"}
+	for _, c := range []string{"c1", "c2"} {
+		_, err := n.create(t, c, ann)
+		require.NoError(t, err)
+		n.cgroup(t, c)
+	}
+	id := func(c string) uint64 {
+		return uint64(len(filepath.Join(n.opts.Layout.CgroupRoot, "k8s.io", c)))
+	}
+	assert.Empty(t, g.cgroups(), "nothing guarded before a start")
+	require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), ctr("c1")))
+	assert.Equal(t, map[uint64]bool{id("c1"): true}, g.cgroups())
+	assert.Equal(t, 1, g.refreshes, "the majors reread before the cgroup is added")
+
+	// The agent restarts: its new guard knows nothing, the state does.
+	g = newFakeGuard()
+	n.opts.Guard = g
+	n.restart(t)
+	assert.Equal(t, map[uint64]bool{id("c1"): true}, g.cgroups(), "guarded again from the state")
+
+	require.NoError(t, n.agent.RemoveContainer(context.Background(), pod(nil), ctr("c1")))
+	assert.Empty(t, g.cgroups())
+
+	// A guard that cannot take the cgroup: the start fails, unbound.
+	g.err = errors.New("guard: the guard holds 4096 vGPU cgroups already")
+	err := n.agent.StartContainer(context.Background(), pod(nil), ctr("c2"))
+	require.ErrorContains(t, err, "4096 vGPU cgroups")
+	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
+}
+
+// guard: required on a node whose guard did not load: vGPU containers
+// are refused at start, with the guard's reason, and nothing is bound.
+func TestModuleGuardRequired(t *testing.T) {
+	n := newNode(t, EnforceModule, cards16(1, 4)...)
+	n.opts.GuardErr = errors.New("guard: the BPF LSM is not active (active LSMs: lockdown,yama); add bpf to lsm=")
+	n.restart(t)
+	_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
+	require.NoError(t, err)
+	n.cgroup(t, "c1")
+	err = n.agent.StartContainer(context.Background(), pod(nil), ctr("c1"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "eBPF guard is not running")
+	assert.Contains(t, err.Error(), "the BPF LSM is not active")
+	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
+}
+
+// Each refusal is one log line naming the container and the process.
+func TestLogRefusals(t *testing.T) {
+	n := newNode(t, EnforceModule, cards16(1, 4)...)
+	var logs bytes.Buffer
+	n.opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	n.opts.Guard = newFakeGuard()
+	n.restart(t)
+	_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
+	require.NoError(t, err)
+	n.cgroup(t, "c1")
+	require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), ctr("c1")))
+	al, _ := n.opts.Store.Get("c1")
+
+	logs.Reset() // the allocation's own lines name the container too
+	rs := []guard.Refusal{{Cgroup: al.CgroupID, PID: 4242, Comm: "python", Op: "open", Major: 195, Minor: 255}}
+	done := errors.New("guard closed")
+	err = n.agent.LogRefusals(func() (guard.Refusal, error) {
+		if len(rs) == 0 {
+			return guard.Refusal{}, done
+		}
+		r := rs[0]
+		rs = rs[1:]
+		return r, nil
+	})
+	assert.ErrorIs(t, err, done)
+	line := logs.String()
+	assert.Contains(t, line, "the eBPF guard refused a GPU device")
+	require.NotEmpty(t, al.Name)
+	assert.Contains(t, line, "pod="+al.Namespace+"/"+al.Pod+" container="+al.Name+" id=c1 ")
+	assert.Contains(t, line, "pid=4242 comm=python op=open device=195:255")
+	assert.Equal(t, 1, strings.Count(line, "eBPF guard refused"))
+}
