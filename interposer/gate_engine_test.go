@@ -130,16 +130,17 @@ func engineUse(ms []measured) float64 {
 // (tests/order.c): a stream's kernel queued to start within a timeslice
 // runs before a kernel another stream submits after it (the queue is the
 // GPU's), and a deeper queue takes turns. Booked only as each stream's
-// worker reached its kernel, the later kernel ran inside the tail in 18
-// to 20 rounds of 20, and a drainer was charged its neighbour's work
-// (TestFileGateAverage). A round can read the tail as busy when the
-// tail's worker wakes late: hence 15.
+// worker reached its kernel, the later kernel ran inside the tail: the
+// round's lower bound held in 0-9 rounds of 20, and a drainer was charged
+// its neighbour's work (TestFileGateAverage). The tail's bound holds in
+// every round whatever the load (a late host only adds); a deep round is
+// misread only by a host 20 ms late.
 func TestSimEngineOrder(t *testing.T) {
 	r := newMachine(t).unshimmed().ok("order")
 	t.Logf("tail first in %d of %d rounds, deep queue took turns in %d",
 		r.num(t, "tail_first"), r.num(t, "rounds"), r.num(t, "deep_turns"))
-	assert.GreaterOrEqual(t, r.num(t, "tail_first"), uint64(15), "%s", r)
-	assert.GreaterOrEqual(t, r.num(t, "deep_turns"), uint64(15), "%s", r)
+	assert.Equal(t, r.num(t, "rounds"), r.num(t, "tail_first"), "%s", r)
+	assert.GreaterOrEqual(t, r.num(t, "deep_turns"), r.num(t, "rounds")-2, "%s", r)
 }
 
 // Two saturating tenants under policy 3 against one alone, gated and

@@ -5,16 +5,21 @@
  *
  *   tail: k1 (900 us) and k2 (300 us) on s1, then kB (100 us) on s2. k2
  *         starts within a timeslice of its submission: it is in s1's
- *         hardware queue before kB and runs first, so when kB is done s1
- *         is done too (a stream's queued tail before a later submission).
- *   deep: k1, k2 (900 us each) and k3 (900 us) on s1, then kB on s2. k3
+ *         hardware queue before kB and runs first, so kB ends no sooner
+ *         than 1.3 ms after k1 was launched (after k1 alone: 1.0 ms). A
+ *         host thread that wakes late only makes kB's end later, so the
+ *         round counts on any load.
+ *   deep: k1 (900 us), k2 (3 ms) and k3 (20 ms) on s1, then kB on s2. k3
  *         would start past a timeslice: it takes its turn when s1 reaches
- *         it, after kB (a deeper queue takes turns).
+ *         it, after kB, and s1 is still busy when kB is done (unless the
+ *         host woke 20 ms late).
  *
- * Prints tail_first= (rounds where s1 was done when kB was) and
- * deep_turns= (rounds where s1 was still busy when kB was done), of
- * rounds=. Run without the shim: this is the driver's behaviour.
+ * Prints tail_first= (rounds where kB ended after k2) and deep_turns=
+ * (rounds where s1 was still busy when kB was done), of rounds=. Run
+ * without the shim: this is the driver's behaviour.
  */
+#include <time.h>
+
 #include "common.h"
 
 #define ORDER_ROUNDS 20
@@ -29,9 +34,23 @@ static bool launch(CUstream s, uint64_t ns)
 				       NULL));
 }
 
-/* One round: kernels of us[0..n) on s1, then 100 us on s2; s1 done then? */
-static int round_done(CUstream s1, CUstream s2, const uint64_t *us, int n)
+static uint64_t mono_ns(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * One round: kernels of us[0..n) on s1, then 100 us on s2, waited for.
+ * *took: from the first launch to kB's end as seen; returns whether s1
+ * was done then, or -1.
+ */
+static int round_run(CUstream s1, CUstream s2, const uint64_t *us, int n,
+		     uint64_t *took)
+{
+	uint64_t t0 = mono_ns();
 	CUresult rc;
 
 	for (int i = 0; i < n; i++)
@@ -39,6 +58,7 @@ static int round_done(CUstream s1, CUstream s2, const uint64_t *us, int n)
 			return -1;
 	if (!launch(s2, 100000) || !CHECK(cu.cuStreamSynchronize(s2)))
 		return -1;
+	*took = mono_ns() - t0;
 	rc = cu.cuStreamQuery(s1);
 	if (!CHECK(cu.cuStreamSynchronize(s1)))
 		return -1;
@@ -47,9 +67,11 @@ static int round_done(CUstream s1, CUstream s2, const uint64_t *us, int n)
 
 int cmd_order(int argc, char **argv)
 {
-	static const uint64_t tail[] = { 900, 300 }, deep[] = { 900, 900, 900 };
+	static const uint64_t tail[] = { 900, 300 },
+			      deep[] = { 900, 3000, 20000 };
 	int tail_first = 0, deep_turns = 0, r;
 	CUstream s1, s2;
+	uint64_t took;
 	CUmodule mod;
 
 	(void)argv;
@@ -64,11 +86,11 @@ int cmd_order(int argc, char **argv)
 	    !CHECK(cu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING)))
 		return finish("order");
 	for (int i = 0; i < ORDER_ROUNDS; i++) {
-		r = round_done(s1, s2, tail, 2);
-		if (r < 0)
+		if (round_run(s1, s2, tail, 2, &took) < 0)
 			return finish("order");
-		tail_first += r;
-		r = round_done(s1, s2, deep, 3);
+		/* 1.3 ms when k2 ran first; a little off for the clocks. */
+		tail_first += took >= 1250000;
+		r = round_run(s1, s2, deep, 3, &took);
 		if (r < 0)
 			return finish("order");
 		deep_turns += !r;
