@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 // The compute gate without the kernel module: tenants (gstest tenant, one
@@ -39,8 +37,6 @@ type tenantSpec struct {
 // schedMachine is a card whose containers are gated by the schedule file
 // under policy.
 func schedMachine(t *testing.T, policy string) *machine {
-	// Its tenants' shares of wall time need the CPU to launch on time.
-	testenv.TimingTurn(t)
 	m := newMachine(t, "GPUSLICE_ENFORCE", "file", "GPU_POLICY", policy,
 		"GPUSLICE_CONTEXT_MIB", "4", "GPUSLICE_LOG_LEVEL", "info")
 	m.set("GPUSLICE_SCHED_DIR", filepath.Join(m.dir, "sched"))

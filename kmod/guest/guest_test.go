@@ -345,9 +345,6 @@ func boot(t *testing.T, name string, env []string, progs ...string) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	// The emulator takes every core it can at nice -10: the host's timing
-	// tests wait for it, and it for them (testenv.TimingTurn).
-	testenv.TimingTurn(t)
 	if err := os.RemoveAll(out); err != nil {
 		t.Fatal(err)
 	}
