@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -16,48 +12,22 @@ import (
 	"github.com/gpuslice/gpuslice/pkg/status"
 )
 
-// statusURL is the agent's status endpoint; the host part is ignored, the
-// connection goes to the socket.
-const statusURL = "http://gpuslice-agent/v1/status"
-
-// maxAnswer bounds what is read of the agent's answer: a node's report is
-// a few kilobytes per card.
-const maxAnswer = 16 << 20
-
-// fetch asks the agent listening on the unix socket for the node's status.
-// Its errors name the socket and say what to check.
+// fetch asks the agent listening on the unix socket for the node's status
+// (status.Fetch). Its errors name the socket and say what to check.
 func fetch(ctx context.Context, socket string, timeout time.Duration) (*status.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
-		DisableKeepAlives: true,
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statusURL, nil)
-	if err != nil {
-		return nil, err
+	node, err := status.Fetch(ctx, socket)
+	var ae *status.AnswerError
+	switch {
+	case err == nil:
+		return node, nil
+	case errors.As(err, &ae) && ae.Err != nil:
+		return nil, fmt.Errorf("the agent at %s sent an answer that is not a node status (%v); is %s gpuslice-nri's socket, and are gpuslice and gpuslice-nri the same version?", socket, ae.Err, socket)
+	case errors.As(err, &ae):
+		return nil, fmt.Errorf("the agent at %s answered %s: %s", socket, ae.Status, firstLine(ae.Body))
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, unreachable(socket, timeout, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return nil, unreachable(socket, timeout, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("the agent at %s answered %s: %s", socket, resp.Status, firstLine(body))
-	}
-	var node status.Node
-	if err := json.Unmarshal(body, &node); err != nil {
-		return nil, fmt.Errorf("the agent at %s sent an answer that is not a node status (%v); is %s gpuslice-nri's socket, and are gpuslice and gpuslice-nri the same version?", socket, err, socket)
-	}
-	return &node, nil
+	return nil, unreachable(socket, timeout, err)
 }
 
 // unreachable turns a failure to talk to the agent into what to do about it.

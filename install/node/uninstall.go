@@ -2,13 +2,9 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -123,34 +119,7 @@ func (in *installer) inUse(cfg config.Config) (users []string, from string, err 
 func askAgent(sock string) (*status.Node, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-		DisableKeepAlives: true,
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://gpuslice-agent/v1/status", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("answered %s", resp.Status)
-	}
-	var node status.Node
-	if err := json.Unmarshal(body, &node); err != nil {
-		return nil, fmt.Errorf("not a node status: %w", err)
-	}
-	return &node, nil
+	return status.Fetch(ctx, sock)
 }
 
 // agentUsers names each vGPU's containers once.
