@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 
 #include "gate_int.h"
+#include "gate_span.h"
 #include "sched_file.h"
 
 /* A fence that returned sooner found nothing of ours still running. */
@@ -40,6 +41,7 @@ void gs_gate_fence_and_release_locked(struct gs_gate_card *g)
 	uint64_t seen = __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED);
 	uint32_t n = __atomic_exchange_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
 	struct gs_fence_set *set = gs_fence_take_locked(g);
+	bool waited;
 
 	g->busy_ns = 0;
 	g->first_ns = 0;
@@ -50,15 +52,9 @@ void gs_gate_fence_and_release_locked(struct gs_gate_card *g)
 	gs_fence_wait(set, gs_fence_deadline(seen, t0));
 	t1 = gs_gate_now();
 	pthread_mutex_lock(&g->lock);
-	if (first) {
-		uint64_t stop = t1 - t0 >= GS_FENCE_WAITED_NS ? t1 :
-				t0 < seen ? t0 : seen;
-
-		if (stop > first)
-			busy += stop - first;
-	}
-	gs_budget_update(g, n, t1 - t0 >= GS_FENCE_WAITED_NS && t1 > seen ?
-			    t1 - seen : 0);
+	waited = t1 - t0 >= GS_FENCE_WAITED_NS;
+	busy += gs_gate_span(first, seen, waited ? t1 : t0, waited);
+	gs_budget_update(g, n, waited && t1 > seen ? t1 - seen : 0);
 	/* The card waits for this (the drain) before passing on. */
 	if (g->sf)
 		gs_sf_release(g->sf, busy);

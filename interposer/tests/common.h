@@ -259,6 +259,7 @@ int cmd_storm(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_schedinfo(int argc, char **argv);
+int cmd_span(int argc, char **argv);
 int cmd_edge(int argc, char **argv);
 int cmd_limit(int argc, char **argv);
 int cmd_tenant(int argc, char **argv);

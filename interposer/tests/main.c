@@ -40,6 +40,7 @@ static const struct {
 	{ "paths", cmd_paths, "paths <via> <seconds> <kernel_us> <depth> [dev]: launch by one path (kernel launch grid gridasync ctxless otherdev graph graphother); prints launches, wall_ns, busy_ns" },
 	{ "order", cmd_order, "order: the simulated engine's order between streams: a stream's tail queued within a timeslice runs before a later kernel of another stream, a deeper queue takes turns with it; prints rounds, tail_first, deep_turns (run without the shim)" },
 	{ "schedinfo", cmd_schedinfo, "schedinfo <file>: the vGPUs of a no-module schedule file (key=value lines)" },
+	{ "span", cmd_span, "span <first> <end> <done> <waited>: the busy span the shim's fence reports for work launched at first in a slice ending at end, found complete at done (src/gate_span.h); prints span_ns" },
 	{ "wrap", cmd_wrap, "wrap <bytes>: with libgswrap.so preloaded, malloc and puts reach libc through its wrappers, then one cuMemAlloc of bytes (prints wrap.*, next.*, alloc.rc)" },
 	{ "scope", cmd_scope, "scope <libgswrap.so>: dlsym(RTLD_DEFAULT) from a library loaded RTLD_LOCAL searches that library's scope (prints default.found)" },
 	{ "watch", cmd_watch, "watch <interval-ms> [device]: print the device's physical used bytes (simcuda) until stdin closes" },

@@ -18,6 +18,9 @@ $(TESTS_OBJDIR)/%.o: tests/%.c tests/common.h include/gpuslice/*.h
 # schedinfo reads the no-module schedule file's layout, the shim's.
 $(TESTS_OBJDIR)/schedinfo.o: CFLAGS += -Isrc -I../kmod/core -I../kmod/include/uapi
 $(TESTS_OBJDIR)/schedinfo.o: src/sched_file_layout.h ../kmod/core/gs_sched.h
+# span checks the fence's busy-span arithmetic, the shim's own header.
+$(TESTS_OBJDIR)/span.o: CFLAGS += -Isrc
+$(TESTS_OBJDIR)/span.o: src/gate_span.h
 
 $(BIN)/gstest: $(GSTEST_OBJS) | $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ -ldl
