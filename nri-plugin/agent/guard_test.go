@@ -9,22 +9,46 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuslice/gpuslice/pkg/guard"
+	"github.com/gpuslice/gpuslice/pkg/status"
 )
 
-// fakeGuard is the eBPF guard as the agent sees it: the guarded cgroups.
+// fakeGuard is the eBPF guard as the agent sees it: the guarded cgroups
+// and the refusals counted for them.
 type fakeGuard struct {
 	mu        sync.Mutex
 	set       map[uint64]bool
+	refused   map[uint64]uint64
+	stats     guard.Stats
 	err       error // AddCgroup's answer
 	refreshes int
 }
 
-func newFakeGuard() *fakeGuard { return &fakeGuard{set: map[uint64]bool{}} }
+func newFakeGuard() *fakeGuard {
+	return &fakeGuard{set: map[uint64]bool{}, refused: map[uint64]uint64{}}
+}
+
+// Refusals, as the guard's map: the guarded cgroups, each with its count.
+func (g *fakeGuard) Refusals() (map[uint64]uint64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[uint64]uint64{}
+	for id := range g.set {
+		out[id] = g.refused[id]
+	}
+	return out, nil
+}
+
+func (g *fakeGuard) Stats() (guard.Stats, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats, nil
+}
 
 func (g *fakeGuard) AddCgroup(id uint64) error {
 	g.mu.Lock()
@@ -97,20 +121,81 @@ func TestModuleGuard(t *testing.T) {
 	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
 }
 
-// guard: required on a node whose guard did not load: vGPU containers
-// are refused at start, with the guard's reason, and nothing is bound.
-func TestModuleGuardRequired(t *testing.T) {
+// guard: required on a node whose guard did not load: in either mode,
+// a container asking for a vGPU by annotations and a DRA claim are
+// refused with the guard's reason, and nothing is placed or bound; a
+// container without a vGPU is left alone.
+func TestGuardRequired(t *testing.T) {
+	for _, mode := range []string{EnforceModule, EnforceFile} {
+		t.Run(mode, func(t *testing.T) {
+			n := newNode(t, mode, cards16(1, 4)...)
+			n.opts.GuardErr = errors.New("guard: the BPF LSM is not active (active LSMs: lockdown,yama); add bpf to lsm=")
+			n.restart(t)
+			_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "eBPF guard is not running")
+			assert.Contains(t, err.Error(), "(guard: required)")
+			assert.Contains(t, err.Error(), "the BPF LSM is not active")
+			_, err = n.agent.PrepareClaim(claimReq("u1", 0, 1, 20))
+			require.ErrorContains(t, err, "eBPF guard is not running")
+			assert.Empty(t, n.opts.Store.All(), "nothing placed")
+			if k, ok := n.opts.Kmod.(*fakeKmod); ok {
+				assert.Empty(t, k.list())
+			}
+			adj, err := n.create(t, "plain", nil)
+			require.NoError(t, err)
+			assert.Nil(t, adj)
+		})
+	}
+}
+
+// The status carries the guard's configured state and, while it runs,
+// its counters and each container's refusals; without a guard (optional,
+// not loaded) the vGPUs have no refusal figure rather than a zero.
+func TestGuardStatus(t *testing.T) {
 	n := newNode(t, EnforceModule, cards16(1, 4)...)
-	n.opts.GuardErr = errors.New("guard: the BPF LSM is not active (active LSMs: lockdown,yama); add bpf to lsm=")
+	g := newFakeGuard()
+	n.opts.Guard = g
+	n.opts.GuardStatus = &status.Guard{Mode: "required", State: status.GuardOn}
 	n.restart(t)
-	_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
-	require.NoError(t, err)
-	n.cgroup(t, "c1")
-	err = n.agent.StartContainer(context.Background(), pod(nil), ctr("c1"))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "eBPF guard is not running")
-	assert.Contains(t, err.Error(), "the BPF LSM is not active")
-	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
+	// The fake cgroup ids are the paths' lengths: names of two lengths.
+	for _, c := range []string{"c1", "c22"} {
+		_, err := n.create(t, c, map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
+		require.NoError(t, err)
+		n.cgroup(t, c)
+		require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), ctr(c)))
+	}
+	al, _ := n.opts.Store.Get("c1")
+	g.refused[al.CgroupID] = 7
+	g.stats = guard.Stats{LostEvents: 2}
+	ob := n.agent.Observe(ObserveOptions{Window: time.Hour})
+	defer ob.Close()
+	s := ob.Sample(time.Now())
+	require.NotNil(t, s.Guard)
+	assert.Equal(t, "required", s.Guard.Mode)
+	assert.Equal(t, status.GuardOn, s.Guard.State)
+	require.NotNil(t, s.Guard.LostEvents)
+	assert.Equal(t, uint64(2), *s.Guard.LostEvents)
+	got := map[string]uint64{}
+	for _, v := range s.Cards[0].VGPUs {
+		require.NotNil(t, v.GuardRefusals, "%s", v.ContainerID)
+		got[v.ContainerID] = *v.GuardRefusals
+	}
+	assert.Equal(t, map[string]uint64{"c1": 7, "c22": 0}, got)
+
+	n.opts.Guard = nil
+	n.opts.GuardStatus = &status.Guard{Mode: "optional", State: status.GuardUnavailable, Reason: "no BPF LSM"}
+	n.restart(t)
+	ob2 := n.agent.Observe(ObserveOptions{Window: time.Hour})
+	defer ob2.Close()
+	s = ob2.Sample(time.Now())
+	require.NotNil(t, s.Guard)
+	assert.Equal(t, status.GuardUnavailable, s.Guard.State)
+	assert.Equal(t, "no BPF LSM", s.Guard.Reason)
+	assert.Nil(t, s.Guard.LostEvents)
+	for _, v := range s.Cards[0].VGPUs {
+		assert.Nil(t, v.GuardRefusals)
+	}
 }
 
 // Each refusal is one log line naming the container and the process.
