@@ -275,6 +275,7 @@ int cmd_procall(int argc, char **argv);
 int cmd_ctxfoot(int argc, char **argv);
 int cmd_wrap(int argc, char **argv);
 int cmd_scope(int argc, char **argv);
+int cmd_devopen(int argc, char **argv);
 
 /* CUDA 13 pools (pools.c). */
 int cmd_pools(int argc, char **argv);

@@ -43,6 +43,7 @@ static const struct {
 	{ "span", cmd_span, "span <first> <end> <done> <waited>: the busy span the shim's fence reports for work launched at first in a slice ending at end, found complete at done (src/gate_span.h); prints span_ns" },
 	{ "wrap", cmd_wrap, "wrap <bytes>: with libgswrap.so preloaded, malloc and puts reach libc through its wrappers, then one cuMemAlloc of bytes (prints wrap.*, next.*, alloc.rc)" },
 	{ "scope", cmd_scope, "scope <libgswrap.so>: dlsym(RTLD_DEFAULT) from a library loaded RTLD_LOCAL searches that library's scope (prints default.found)" },
+	{ "devopen", cmd_devopen, "devopen <how> <path|-> [creat|tmpfile]: one open by one of libc's calls (open open64 openat openat64 __open_2 __open64_2 __openat_2 __openat64_2) of path ('-': NULL), O_RDWR, or creating a file (mode 0640) or an O_TMPFILE in the directory path (0600), errno set to EXDEV before; prints ok, errno, mode" },
 	{ "watch", cmd_watch, "watch <interval-ms> [device]: print the device's physical used bytes (simcuda) until stdin closes" },
 };
 
