@@ -25,7 +25,7 @@ static const struct {
 	{ "hold", cmd_hold, "hold <bytes> [device]: allocate, print ready, sleep until killed (exit 2 when refused)" },
 	{ "procaddr", cmd_procaddr, "procaddr [fill-bytes]: entry points from cuGetProcAddress/_v2 land in the shim: with the vGPU filled, each allocator refuses" },
 	{ "storm", cmd_storm, "storm <threads> <seconds> <seed> [max=<bytes>] [only=<path,...>] [linger] [solo]: random allocations and frees on every path" },
-	{ "fork", cmd_fork, "fork: a forked child owns none of the parent's charges; fork while threads allocate" },
+	{ "fork", cmd_fork, "fork [early]: a forked child owns none of the parent's charges; fork while threads allocate (early: fork after cuInit alone, the child exits holding 2 MiB; prints early.free, early.total as the parent then sees them)" },
 	{ "module", cmd_module, "module <loader> [dlsym|procaddr]: a loaded image's charge holds the cap exactly and goes at unload and with its context; loaders: data dataex fatbinary file library libfile" },
 	{ "unseen", cmd_unseen, "unseen <global-bytes> [stack-bytes]: load a module whose .global array the shim cannot see (and launch a kernel whose stack frame makes the driver grow CU_LIMIT_STACK_SIZE), print ready, then cuMemAlloc each size read from stdin and print the result" },
 	{ "libgate", cmd_libgate, "libgate: a library loaded before any context (charged nothing) has a kernel launched in the primary context; prints load.rc, launch.rc" },
