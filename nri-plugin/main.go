@@ -23,6 +23,7 @@ import (
 	"github.com/gpuslice/gpuslice/nri-plugin/agent"
 	"github.com/gpuslice/gpuslice/nri-plugin/dra"
 	"github.com/gpuslice/gpuslice/pkg/config"
+	"github.com/gpuslice/gpuslice/pkg/guard"
 	"github.com/gpuslice/gpuslice/pkg/kmod"
 	"github.com/gpuslice/gpuslice/pkg/placement"
 	"github.com/gpuslice/gpuslice/pkg/quota"
@@ -98,6 +99,11 @@ func (p *plugin) shutdown() {
 	if p.obs != nil {
 		p.obs.close()
 	}
+	if p.guard.g != nil {
+		if err := p.guard.g.Close(); err != nil {
+			p.log.Error("closing the eBPF guard", "error", err)
+		}
+	}
 }
 
 // plugin is what the NRI stub drives: the agent, built at start-up
@@ -116,6 +122,7 @@ type plugin struct {
 	broken error
 	obs    *observability // nil until the agent is built
 	dra    *dra.Driver    // nil when the DRA driver does not run
+	guard  guardSetup     // the eBPF guard, once the agent is built
 }
 
 // build creates the agent; text, when not empty, is the configuration
@@ -125,6 +132,10 @@ func (p *plugin) build(text string) {
 		return
 	}
 	a, cfg, err := p.newAgent(text)
+	if err == nil && p.guard.g != nil {
+		// One line per refusal, until the guard closes at shutdown.
+		go func() { _ = a.LogRefusals(p.guard.g.NextRefusal) }()
+	}
 	if err == nil {
 		// The same agent behind both doors: one state, one placement.
 		p.dra, err = startDRA(a, cfg, p.log)
@@ -152,7 +163,8 @@ func (p *plugin) newAgent(text string) (*agent.Agent, *config.Config, error) {
 		}
 		cfg = &c
 	}
-	a, err := newAgent(cfg, p.log)
+	a, g, err := newAgent(cfg, p.log)
+	p.guard = g
 	return a, cfg, err
 }
 
@@ -203,15 +215,32 @@ func (p *plugin) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	return p.a.RemoveContainer(ctx, pod, ctr)
 }
 
-// newAgent builds the agent from the configuration.
-func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, error) {
+// newAgent builds the agent from the configuration, with the eBPF guard
+// it asks for (closed again when the agent cannot be built).
+func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, guardSetup, error) {
+	opts, err := agentOptions(cfg, log)
+	if err != nil {
+		return nil, guardSetup{}, err
+	}
+	g := loadGuard(cfg, opts.Enforce, guard.Load, log)
+	g.apply(&opts)
+	a, err := agent.New(opts)
+	if err != nil && g.g != nil {
+		g.g.Close()
+		g.g = nil
+	}
+	return a, g, err
+}
+
+// agentOptions resolves the configuration into the agent's options.
+func agentOptions(cfg *config.Config, log *slog.Logger) (agent.Options, error) {
 	disc, err := cfg.Discoverer()
 	if err != nil {
-		return nil, err
+		return agent.Options{}, err
 	}
 	found, err := disc.Cards()
 	if err != nil {
-		return nil, err
+		return agent.Options{}, err
 	}
 	cards := make([]agent.Card, 0, len(found))
 	for _, c := range found {
@@ -221,32 +250,32 @@ func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, error) {
 	}
 	store, err := state.Open(cfg.StateDir)
 	if err != nil {
-		return nil, err
+		return agent.Options{}, err
 	}
 	strategy, err := placement.ParseStrategy(string(cfg.Placement))
 	if err != nil {
-		return nil, err
+		return agent.Options{}, err
 	}
 	opts := agent.Options{Cards: cards, SliceNs: uint64(cfg.SliceMs) * 1e6,
 		ReclaimNs: uint64(cfg.ReclaimMs) * 1e6, Strategy: strategy, Store: store, Log: log,
 		Enforce: string(cfg.EffectiveEnforcement())}
 	if opts.Layout, err = layout(cfg); err != nil {
-		return nil, err
+		return opts, err
 	}
 	if opts.CDI, err = cdi(cfg, cards); err != nil {
-		return nil, err
+		return opts, err
 	}
 	if opts.Enforce == agent.EnforceModule {
 		if opts.Kmod, err = kmod.Open(filepath.Join(cfg.DeviceRoot, kmod.Device)); err != nil {
-			return nil, err
+			return opts, err
 		}
 		if opts.Layout.CgroupRoot, err = agent.CgroupV2Root(); err != nil {
-			return nil, err
+			return opts, err
 		}
 	}
 	log.Info("gpuslice node agent", "cards", len(cards), "enforcement", opts.Enforce,
-		"placement", strategy, "state", store.Path())
-	return agent.New(opts)
+		"placement", strategy, "state", store.Path(), "guard", cfg.Guard)
+	return opts, nil
 }
 
 func layout(cfg *config.Config) (agent.Layout, error) {

@@ -78,6 +78,7 @@ func TestObservability(t *testing.T) {
 	cfg.NVMLLibrary = "/nonexistent/libnvidia-ml.so.1"
 	cfg.MetricsWindowMs = 100
 	cfg.DeviceRoot = dir // no device nodes: a creation fails there, answered
+	cfg.Guard = config.GuardOptional
 	var logs bytes.Buffer
 	p := &plugin{cfg: &cfg, log: slog.New(slog.NewTextHandler(&logs, nil))}
 	p.build("")
@@ -91,6 +92,7 @@ func TestObservability(t *testing.T) {
 	resp.Body.Close()
 	assert.Contains(t, string(body), `gpu_schedule_policy{card="0",uuid="`+simgpu.UUID(0)+`"} 2`)
 	assert.Contains(t, string(body), "xgpu_node_vgpus 0")
+	assert.Contains(t, string(body), `xgpu_node_guard{mode="optional",state="unavailable"} 0`)
 	assert.NotContains(t, string(body), "xgpu_device_health", "no NVML: no health, not a made-up one")
 
 	client := &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
@@ -102,6 +104,8 @@ func TestObservability(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	resp.Body.Close()
 	assert.Equal(t, "file", st.Enforce)
+	// No module: no guard, and it says so.
+	assert.Equal(t, &status.Guard{Mode: "optional", State: status.GuardUnavailable, Reason: errNoModuleProof.Error()}, st.Guard)
 	require.Len(t, st.Cards, 1)
 	assert.Nil(t, st.Cards[0].Healthy)
 	require.Len(t, st.Problems, 1)

@@ -38,8 +38,8 @@ func render(w io.Writer, node *status.Node) error {
 		nv += len(c.VGPUs)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "node %s  enforce %s  read %s  %s  %s\n", dash(node.Node), dash(node.Enforce),
-		readAt(node.Time), plural(len(cards), "card"), plural(nv, "vGPU"))
+	fmt.Fprintf(&b, "node %s  enforce %s  guard %s  read %s  %s  %s\n", dash(node.Node), dash(node.Enforce),
+		guardState(node.Guard), readAt(node.Time), plural(len(cards), "card"), plural(nv, "vGPU"))
 	if len(cards) == 0 {
 		b.WriteString("\nno cards: the agent found no GPU on this node\n")
 	}
@@ -47,10 +47,11 @@ func render(w io.Writer, node *status.Node) error {
 		b.WriteString("\n")
 		writeCard(&b, node.Enforce, c)
 	}
-	if len(node.Problems) > 0 {
+	warnings := append(guardWarnings(node.Guard), node.Problems...)
+	if len(warnings) > 0 {
 		b.WriteString("\n")
 	}
-	for _, p := range node.Problems {
+	for _, p := range warnings {
 		fmt.Fprintf(&b, "warning: %s\n", p)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -82,7 +83,7 @@ func writeCard(b *strings.Builder, enforce string, c status.Card) {
 			cmp.Compare(x.Container, y.Container), cmp.Compare(x.ID, y.ID))
 	})
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  CONTAINER\tCLAIM\tVGPU\tMODE\tMEMORY MiB\tQUOTA\tUSE\tPRIORITY\tPROCS")
+	fmt.Fprintln(tw, "  CONTAINER\tCLAIM\tVGPU\tMODE\tMEMORY MiB\tQUOTA\tUSE\tPRIORITY\tPROCS\tREFUSED")
 	for _, v := range vgpus {
 		id := "-"
 		if v.ID >= 0 {
@@ -100,10 +101,51 @@ func writeCard(b *strings.Builder, enforce string, c status.Card) {
 		if v.Processes != nil {
 			procs = strconv.Itoa(*v.Processes)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s/%s\t%d%%\t%s\t%s\t%s\n", containerName(v), dash(v.Claim), id, dash(v.Mode),
-			mibp(v.MemoryUsedBytes), mib(v.MemoryCapBytes), v.QuotaPercent, use, prio, procs)
+		refused := "-"
+		if v.GuardRefusals != nil {
+			refused = strconv.FormatUint(*v.GuardRefusals, 10)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s/%s\t%d%%\t%s\t%s\t%s\t%s\n", containerName(v), dash(v.Claim), id, dash(v.Mode),
+			mibp(v.MemoryUsedBytes), mib(v.MemoryCapBytes), v.QuotaPercent, use, prio, procs, refused)
 	}
 	tw.Flush() // writes to a strings.Builder: cannot fail
+}
+
+// guardState is the guard's state for the node line: "on", and in
+// capitals what leaves processes without the shim on the GPU.
+func guardState(g *status.Guard) string {
+	switch {
+	case g == nil:
+		return "-"
+	case g.State == status.GuardOn:
+		return "on"
+	default:
+		return strings.ToUpper(dash(g.State))
+	}
+}
+
+// guardWarnings say why the guard is not on and what it lost.
+func guardWarnings(g *status.Guard) []string {
+	if g == nil {
+		return nil
+	}
+	var w []string
+	if g.State != status.GuardOn {
+		w = append(w, fmt.Sprintf("the eBPF guard is %s (guard: %s): %s", dash(g.State), dash(g.Mode), dash(g.Reason)))
+	}
+	for _, l := range []struct {
+		n    *uint64
+		what string
+	}{
+		{g.LostEvents, "refusals not logged (the guard's ring buffer was full); they were refused all the same"},
+		{g.BadMagic, "/dev/gpuslice files without the guard word (gpuslice.ko older than the guard): their processes are refused"},
+		{g.FilesFull, "attachments not recorded (too many attached files on the node): their processes are refused"},
+	} {
+		if l.n != nil && *l.n > 0 {
+			w = append(w, fmt.Sprintf("%d %s", *l.n, l.what))
+		}
+	}
+	return w
 }
 
 // renderJSON writes node as indented JSON: status.Node's own encoding, with

@@ -28,6 +28,8 @@ func nodes() map[string]*status.Node {
 		// cards out of order to show the table sorts them.
 		"module": {
 			Node: "gpu-node-1", Enforce: "module", Time: at,
+			Guard: &status.Guard{Mode: "required", State: status.GuardOn,
+				LostEvents: ptr(uint64(0)), BadMagic: ptr(uint64(0)), FilesFull: ptr(uint64(0))},
 			Cards: []status.Card{
 				{Index: 1, UUID: "GPU-9c0d11aa-2b3c-4d5e-8f90-123456789abc", Model: "Tesla T4",
 					Policy: 0, MaxInst: 20, Healthy: ptr(false),
@@ -48,10 +50,12 @@ func nodes() map[string]*status.Node {
 					VGPUs: []status.VGPU{
 						{ID: 4, Namespace: "ml", Pod: "infer-7f9c", Container: "server", ContainerID: "c4",
 							Mode: "compute", QuotaPercent: 20, MemoryCapBytes: 8192 * mb,
-							MemoryUsedBytes: ptr(uint64(6144*mb + 512*1024)), CoreUsedPercent: ptr(19.96), Processes: ptr(3)},
+							MemoryUsedBytes: ptr(uint64(6144*mb + 512*1024)), CoreUsedPercent: ptr(19.96), Processes: ptr(3),
+							GuardRefusals: ptr(uint64(14))},
 						{ID: 3, Namespace: "default", Pod: "train", Container: "main", ContainerID: "c3",
 							Mode: "compute", QuotaPercent: 30, HighPriority: true, MemoryCapBytes: 4096 * mb,
-							MemoryUsedBytes: ptr(uint64(2048 * mb)), CoreUsedPercent: ptr(28.5), Processes: ptr(2)},
+							MemoryUsedBytes: ptr(uint64(2048 * mb)), CoreUsedPercent: ptr(28.5), Processes: ptr(2),
+							GuardRefusals: ptr(uint64(0))},
 						{ID: 5, Namespace: "default", Pod: "train", Container: "sidecar", ContainerID: "c5",
 							Mode: "compute", QuotaPercent: 5, MemoryCapBytes: 512 * mb,
 							MemoryUsedBytes: ptr(uint64(0)), CoreUsedPercent: ptr(0.0), Processes: ptr(0)},
@@ -62,6 +66,8 @@ func nodes() map[string]*status.Node {
 		// nil, one vGPU the agent knows only by container id.
 		"file": {
 			Node: "edge-3", Enforce: "file", Time: at,
+			Guard: &status.Guard{Mode: "optional", State: status.GuardUnavailable,
+				Reason: "the guard proves attachment through gpuslice.ko"},
 			Cards: []status.Card{
 				{Index: 0, UUID: "GPU-0badc0de-1111-2222-3333-444455556666", Model: "Tesla V100-PCIE-16GB",
 					Policy: 5, MaxInst: 10, MemoryTotalBytes: 16384 * mb,
@@ -79,6 +85,8 @@ func nodes() map[string]*status.Node {
 		// Sources that failed: the figures missing and why, as warnings.
 		"problems": {
 			Node: "gpu-node-2", Enforce: "module", Time: at,
+			Guard: &status.Guard{Mode: "required", State: status.GuardOn,
+				LostEvents: ptr(uint64(2)), BadMagic: ptr(uint64(0)), FilesFull: ptr(uint64(1))},
 			Cards: []status.Card{
 				{Index: 0, UUID: "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", Model: "NVIDIA H100 80GB HBM3",
 					Policy: 9, MaxInst: 20, Healthy: ptr(false), MemoryTotalBytes: 81559 * mb,

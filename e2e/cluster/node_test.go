@@ -127,6 +127,9 @@ func startNode(t testing.TB, c *kube.Cluster) (*node, error) {
 		"-config", config,
 		"-simulate", fmt.Sprintf("0:%d,1:%d", cardMiB, cardMiB),
 		"-enforcement", "file",
+		// No module and no BPF LSM here: the guard cannot run (the
+		// guest's tests run it); vGPU containers run without it.
+		"-guard", "optional",
 		"-cdi", "never",
 		"-device-root", n.devRoot,
 		"-shim", testenv.Shim(),

@@ -32,6 +32,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/e2e"
 	"github.com/gpuslice/gpuslice/internal/kube"
 	"github.com/gpuslice/gpuslice/internal/testenv"
+	"github.com/gpuslice/gpuslice/internal/yamldocs"
 )
 
 // webhookUser is the webhook's ServiceAccount as the API server names it.
@@ -130,17 +131,21 @@ func (w *webhook) installWebhookYAML(path string) error {
 	if err != nil {
 		return err
 	}
+	docs, err := yamldocs.Split(b)
+	if err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
 	var keep []string
-	for _, doc := range strings.Split(string(b), "\n---\n") {
+	for _, doc := range docs {
 		var head struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+		if err := yaml.Unmarshal(doc, &head); err != nil {
 			return fmt.Errorf("%s: %v", path, err)
 		}
 		switch head.Kind {
 		case "Deployment", "Service", "PodDisruptionBudget":
 		case "MutatingWebhookConfiguration":
 			var mwc admissionregv1.MutatingWebhookConfiguration
-			if err := yaml.UnmarshalStrict([]byte(doc), &mwc); err != nil {
+			if err := yaml.UnmarshalStrict(doc, &mwc); err != nil {
 				return fmt.Errorf("%s: %v", path, err)
 			}
 			url := "https://" + w.listen + "/mutate"
@@ -154,7 +159,7 @@ func (w *webhook) installWebhookYAML(path string) error {
 			}
 			keep = append(keep, string(out))
 		default:
-			keep = append(keep, doc)
+			keep = append(keep, string(doc))
 		}
 	}
 	if out, err := w.c.Apply(strings.Join(keep, "\n---\n")); err != nil {

@@ -96,6 +96,7 @@ func (r *release) writeValues(path string) error {
 		"webhook":   map[string]any{"replicas": 1},
 		"config": map[string]any{
 			"enforcement": "file",
+			"guard":       "optional", // no module, no BPF LSM here
 			"cdi":         "never",
 			"cdiSpecDirs": []string{},
 			"simulatedCards": []map[string]int{

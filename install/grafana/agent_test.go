@@ -19,13 +19,16 @@ func ptr[T any](v T) *T { return &v }
 // every series it has.
 func fullNode() *status.Node {
 	return &status.Node{Node: "n", Enforce: "module", Time: time.Unix(1, 0).UTC(), Problems: []string{"p"},
+		Guard: &status.Guard{Mode: "required", State: status.GuardOn, LostEvents: ptr(uint64(0)),
+			BadMagic: ptr(uint64(0)), FilesFull: ptr(uint64(0))},
 		Cards: []status.Card{{Index: 0, UUID: "GPU-a", Model: "Tesla T4", Policy: 1, MaxInst: 20,
 			Healthy: ptr(true), MemoryTotalBytes: 16 << 30, MemoryUsedBytes: ptr(uint64(1 << 30)),
 			UtilPercent: ptr(10.0), VGPUs: []status.VGPU{{ID: 1, Namespace: "ns", Pod: "p", Container: "c",
 				ContainerID: "id", Mode: "compute", QuotaPercent: 30, HighPriority: true,
 				MemoryCapBytes: 4 << 30, MemoryUsedBytes: ptr(uint64(1 << 29)),
 				CoreUsedPercent: ptr(25.0), Processes: ptr(1),
-				MemoryDriverBytes: ptr(uint64(1 << 29)), MemoryUnseenBytes: ptr(uint64(0))}}}}}
+				MemoryDriverBytes: ptr(uint64(1 << 29)), MemoryUnseenBytes: ptr(uint64(0)),
+				GuardRefusals: ptr(uint64(0))}}}}}
 }
 
 // exported is what the agent's pkg/metrics exports for fullNode: metric

@@ -32,6 +32,9 @@ var agentMetrics = []string{
 	// per node
 	"xgpu_node_vgpus",
 	"xgpu_node_vgpu_memory_allocated",
+	// the eBPF guard: per node (mode, state) and per vGPU
+	"xgpu_node_guard",
+	"xgpu_guard_refusals_total",
 }
 
 // The parts of the dashboard's JSON the test reads.

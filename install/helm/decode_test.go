@@ -1,22 +1,18 @@
 package chart
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpuslice/gpuslice/internal/celpolicy"
+	"github.com/gpuslice/gpuslice/internal/yamldocs"
 )
 
 // object is one rendered document.
@@ -36,16 +32,12 @@ func (o object) String() string { return o.Kind + " " + o.Metadata.Name }
 // split reads helm template's output into its objects (comment-only
 // documents, which templates that render nothing leave, are dropped).
 func split(out []byte) ([]object, error) {
+	docs, err := yamldocs.Split(out)
+	if err != nil {
+		return nil, err
+	}
 	var objs []object
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	for _, doc := range docs {
 		var o object
 		if err := yaml.Unmarshal(doc, &o); err != nil {
 			return nil, fmt.Errorf("%v in\n%s", err, doc)
@@ -56,6 +48,7 @@ func split(out []byte) ([]object, error) {
 		o.doc = doc
 		objs = append(objs, o)
 	}
+	return objs, nil
 }
 
 // strictScheme knows every type of k8s.io/api (client-go's scheme) and the

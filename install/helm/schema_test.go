@@ -175,6 +175,7 @@ func TestSchemaFollowsAgentConfig(t *testing.T) {
 	}{
 		{"placement", []string{string(config.PlacementBinpack), string(config.PlacementSpread)}},
 		{"enforcement", []string{string(config.EnforcementAuto), string(config.EnforcementModule), string(config.EnforcementFile)}},
+		{"guard", []string{string(config.GuardRequired), string(config.GuardOptional), string(config.GuardOff)}},
 		{"cdi", []string{string(config.CDIAuto), string(config.CDINever), string(config.CDIAlways)}},
 		{"dra", []string{string(config.DRAAuto), string(config.DRAOn), string(config.DRAOff)}},
 	} {

@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/gpuslice/gpuslice/pkg/atomicfile"
 )
 
 // Host paths the installer uses besides PREFIX.
@@ -139,7 +141,7 @@ func (in *installer) put(p string, data []byte, mode os.FileMode) (bool, error) 
 	if err := in.mkdirs(p); err != nil {
 		return false, err
 	}
-	if err := writeAtomic(h, data, mode); err != nil {
+	if err := atomicfile.Write(h, data, mode); err != nil {
 		return false, fmt.Errorf("installing %s: %w", h, err)
 	}
 	return true, nil
@@ -164,34 +166,6 @@ func ownedByRoot(fi os.FileInfo) bool {
 	return !ok || os.Geteuid() != 0 || (st.Uid == 0 && st.Gid == 0)
 }
 
-// writeAtomic writes a new file beside path and renames it over path.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil && os.Geteuid() == 0 {
-		err = tmp.Chown(0, 0)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
-}
-
 // saveManifest writes the manifest (not itself one of its files).
 func (in *installer) saveManifest() error {
 	if err := in.mkdirs(ManifestPath); err != nil {
@@ -201,7 +175,7 @@ func (in *installer) saveManifest() error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(in.host(ManifestPath), append(b, '\n'), 0o644)
+	return atomicfile.Write(in.host(ManifestPath), append(b, '\n'), 0o644)
 }
 
 // run runs a command on the running system and returns its combined

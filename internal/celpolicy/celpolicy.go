@@ -10,12 +10,9 @@
 package celpolicy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -23,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/version"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
@@ -32,6 +28,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpuslice/gpuslice/internal/yamldocs"
 )
 
 // Request is what an admission request shows the expressions.
@@ -61,15 +59,11 @@ func Load(paths ...string) (*Manifests, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
-			}
+		docs, err := yamldocs.Split(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		for _, doc := range docs {
 			if err := m.add(doc); err != nil {
 				return nil, fmt.Errorf("%s: %w", p, err)
 			}

@@ -93,8 +93,11 @@ const Image = e2e.Image
 // Waits, generous for a loaded 2-core machine: they bound polling, they are
 // never slept through.
 const (
-	toolsTimeout   = 40 * time.Minute // a cold kube-tools.sh takes 10-15 minutes
-	lockTimeout    = 40 * time.Minute // another package's cluster's whole run
+	toolsTimeout = 40 * time.Minute // a cold kube-tools.sh takes 10-15 minutes
+	// Another package's cluster's whole run (2-4 minutes here). Under
+	// make test's 30-minute package timeout, so that a wait that long
+	// ends in this package's message, not in go test's panic.
+	lockTimeout    = 20 * time.Minute
 	upTimeout      = 90 * time.Second // one component healthy
 	nodeTimeout    = 2 * time.Minute  // the node registered and Ready
 	stopTimeout    = 20 * time.Second // a process's grace after SIGTERM

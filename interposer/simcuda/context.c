@@ -8,9 +8,13 @@
  * Context structures are never returned to malloc: a dead one may still sit
  * on another thread's stack, where it must stay safe to look at; dead ones
  * are recycled for new contexts instead, as a driver reuses handles.
+ *
+ * The first context on a device opens the device's node, when it exists,
+ * as the real driver does (nodes.c); refused, the context is not made.
  */
 #include <stdlib.h>
 
+#include "nodes.h"
 #include "sim.h"
 
 #define SIM_CTX_STACK 64
@@ -135,6 +139,8 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 		return sim_leave_rc(CUDA_ERROR_INVALID_DEVICE);
 	if (tls_get()->depth == SIM_CTX_STACK)
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
+	if (simnode_dev(sim_phys(dev)))
+		return sim_leave_rc(CUDA_ERROR_OPERATING_SYSTEM);
 	c = ctx_free_list;
 	if (!c && !(c = calloc(1, sizeof(*c))))
 		return sim_leave_rc(CUDA_ERROR_OUT_OF_MEMORY);
@@ -316,6 +322,8 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 		return sim_leave_rc(CUDA_ERROR_INVALID_DEVICE);
 	c = &sim.primary[dev];
 	if (c->refs == 0) {
+		if (simnode_dev(sim_phys(dev)))
+			return sim_leave_rc(CUDA_ERROR_OPERATING_SYSTEM);
 		rc = sim_charge(dev, simst_ctx_bytes());
 		if (rc != CUDA_SUCCESS)
 			return sim_leave_rc(rc);

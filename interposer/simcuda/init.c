@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nodes.h"
 #include "sim.h"
 
 struct sim_global sim = {
@@ -41,6 +42,7 @@ static void at_child(void)
 	pthread_mutex_init(&sim.lock, NULL);
 	pthread_cond_init(&sim.progress, NULL);
 	simst_forked();
+	simnode_forked();
 }
 
 __attribute__((constructor)) static void sim_constructor(void)
@@ -105,8 +107,12 @@ int sim_driver_version(void)
 
 static CUresult do_init(void)
 {
-	int rc = simst_attach();
+	int rc;
 
+	/* The control node first, as the real driver (nodes.c). */
+	if (simnode_ctl())
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	rc = simst_attach();
 	if (checked_driver_version() < 0)
 		return CUDA_ERROR_INVALID_VALUE;
 
@@ -194,6 +200,7 @@ SIM_API CUresult cuDriverGetVersion(int *version)
 	X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")		\
 	X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")	\
 	X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")		\
+	X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported on this OS") \
 	X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")		\
 	X(CUDA_ERROR_NOT_FOUND, "named symbol not found")		\
 	X(CUDA_ERROR_NOT_READY, "device not ready")			\

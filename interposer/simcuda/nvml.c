@@ -11,6 +11,7 @@
 #include <gpuslice/nvml.h>
 #include <gpuslice/uuid.h>
 
+#include "nodes.h"
 #include "nvml_int.h"
 #include "state.h"
 
@@ -35,6 +36,7 @@ static void at_child(void)
 	pthread_mutex_init(&nvml_lock, NULL);
 	init_count = 0;
 	simst_forked();
+	simnode_forked();
 }
 
 __attribute__((constructor)) static void nvml_constructor(void)
@@ -51,8 +53,13 @@ NVML_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 	/* Initialised anew: the machine of the environment now. */
 	if (!init_count)
 		simst_detach();
-	if (simst_attach() != SIMST_OK) {
+	/* The control node first, as the real NVML (nodes.c). */
+	if (simnode_ctl()) {
 		rc = NVML_ERROR_UNKNOWN;
+	} else if (simst_attach() != SIMST_OK) {
+		rc = NVML_ERROR_UNKNOWN;
+		if (!init_count)
+			simnode_ctl_close();
 	} else {
 		for (int i = 0; i < SIMST_MAX_DEV; i++)
 			devices[i].index = (unsigned int)i;
@@ -79,10 +86,10 @@ NVML_API nvmlReturn_t nvmlShutdown(void)
 	nvmlReturn_t rc = NVML_SUCCESS;
 
 	pthread_mutex_lock(&nvml_lock);
-	if (init_count)
-		init_count--;
-	else
+	if (!init_count)
 		rc = NVML_ERROR_UNINITIALIZED;
+	else if (!--init_count)
+		simnode_ctl_close();
 	pthread_mutex_unlock(&nvml_lock);
 	return rc;
 }

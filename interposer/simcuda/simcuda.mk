@@ -5,6 +5,8 @@
 
 SIM_OBJDIR := $(BUILD)/obj/simcuda
 SIM_COMMON := state config
+# The NVIDIA device nodes, opened as the real driver opens them.
+SIM_COMMON += nodes
 SIM_CUDA := init device context memory array vmm pool stream event launch \
 	procaddr table limit module capture graph graph_exec
 # CUDA 13 pools by location and allocation type.

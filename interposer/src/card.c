@@ -19,6 +19,16 @@ static struct gs_card cards[GS_MAX_CARDS];
 static struct gs_card refused = { .index = -1 };
 static pthread_once_t cards_once = PTHREAD_ONCE_INIT;
 
+/* The child of a fork owns none of its parent's charges. */
+static void cards_after_fork_child(void)
+{
+	for (int i = 0; i < GS_MAX_CARDS; i++) {
+		pthread_mutex_init(&cards[i].open_lock, NULL);
+		if (cards[i].ledger)
+			cards[i].ledger->ops->after_fork_child(cards[i].ledger);
+	}
+}
+
 static void cards_init(void)
 {
 	const struct gs_config *cfg = gs_config();
@@ -28,6 +38,14 @@ static void cards_init(void)
 		cards[i].cap = cfg->cards[i].cap;
 		pthread_mutex_init(&cards[i].open_lock, NULL);
 	}
+	/*
+	 * With the cards, not with init.c's handlers: a ledger may be opened
+	 * before the shim has loaded the driver (devopen.c attaches at the
+	 * driver's first open of a node), and a forked child must not go on
+	 * charging its parent's file. No other handler touches a ledger, so
+	 * the order among them does not matter.
+	 */
+	pthread_atfork(NULL, NULL, cards_after_fork_child);
 }
 
 /* The card at position pos of the configuration (devmap.c), or refused. */
@@ -169,6 +187,26 @@ struct gs_ledger *gs_card_ledger(struct gs_card *c)
 	return c->ledger;
 }
 
+void gs_cards_attach(void)
+{
+	const struct gs_config *cfg = gs_config();
+	bool todo = false;
+
+	if (!cfg->enabled)
+		return;
+	for (int i = 0; i < cfg->ncards; i++) {
+		struct gs_card *c = card_at(i);
+
+		todo |= !__atomic_load_n(&c->ledger, __ATOMIC_ACQUIRE) &&
+			!c->open_failed;
+	}
+	/* Done (or failed) already: no access() of the device per open. */
+	if (!todo || !gs_use_module())
+		return;
+	for (int i = 0; i < cfg->ncards; i++)
+		gs_card_ledger(card_at(i));
+}
+
 bool gs_card_usage(struct gs_card *c, uint64_t *used, uint64_t *cap)
 {
 	struct gs_ledger *l;
@@ -248,13 +286,3 @@ void gs_uncharge(struct gs_card *c, uint64_t bytes)
 		gs_ledger_uncharge(c->ledger, bytes);
 }
 
-/* The child of a fork owns none of its parent's charges. */
-void gs_cards_after_fork_child(void)
-{
-	gs_devmap_after_fork_child();
-	for (int i = 0; i < GS_MAX_CARDS; i++) {
-		pthread_mutex_init(&cards[i].open_lock, NULL);
-		if (cards[i].ledger)
-			cards[i].ledger->ops->after_fork_child(cards[i].ledger);
-	}
-}

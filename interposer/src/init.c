@@ -43,7 +43,7 @@ static void after_fork_child(void)
 	gs_vmm_after_fork_child();
 	gs_graph_after_fork_child();
 	gs_capture_after_fork_child();
-	gs_cards_after_fork_child();
+	gs_devmap_after_fork_child();
 }
 
 static void register_handlers(void)

@@ -245,6 +245,11 @@ void gs_card_forget_ctx(void);
 struct gs_ledger *gs_card_ledger(struct gs_card *c);
 /* Whether the kernel module keeps the ledgers (GPUSLICE_ENFORCE, /dev/gpuslice). */
 bool gs_use_module(void);
+/*
+ * In module mode, attaches every card of the configuration that has not
+ * tried yet (devopen.c: before the driver's first open of a node).
+ */
+void gs_cards_attach(void);
 
 /*
  * The compute gate (gate.c). In module mode, launches on a card whose
@@ -419,7 +424,6 @@ void gs_limits_after_fork_child(void);
 void gs_contexts_before_fork(void);
 void gs_contexts_after_fork_parent(void);
 void gs_contexts_after_fork_child(void);
-void gs_cards_after_fork_child(void);
 void gs_vmm_before_fork(void);
 void gs_vmm_after_fork_parent(void);
 void gs_vmm_after_fork_child(void);

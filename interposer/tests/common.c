@@ -165,10 +165,12 @@ void load_nvml(void)
 unsigned int nvml_begin(void)
 {
 	unsigned int n = 0;
+	nvmlReturn_t rc;
 
 	load_nvml();
-	if (nv.nvmlInit_v2() != NVML_SUCCESS) {
-		failf("nvmlInit_v2 failed");
+	rc = nv.nvmlInit_v2();
+	if (rc != NVML_SUCCESS) {
+		failf("nvmlInit_v2: %d", (int)rc);
 		return 0;
 	}
 	if (nv.nvmlDeviceGetCount_v2(&n) != NVML_SUCCESS)
@@ -207,16 +209,23 @@ bool expect_rc(CUresult got, CUresult want, const char *call,
 	return false;
 }
 
-CUcontext open_primary(int dev)
+void cuda_init(void)
 {
-	CUcontext ctx = NULL;
-	CUdevice d;
 	CUresult rc;
 
 	load_cuda();
 	rc = cu.cuInit(0);
 	if (rc != CUDA_SUCCESS)
 		dief("cuInit: %d (%s)", (int)rc, rcname(rc));
+}
+
+CUcontext open_primary(int dev)
+{
+	CUcontext ctx = NULL;
+	CUdevice d;
+	CUresult rc;
+
+	cuda_init();
 	rc = cu.cuDeviceGet(&d, dev);
 	if (rc != CUDA_SUCCESS)
 		dief("cuDeviceGet(%d): %d (%s)", dev, (int)rc, rcname(rc));

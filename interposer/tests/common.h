@@ -206,6 +206,8 @@ bool expect_rc(CUresult got, CUresult want, const char *call,
 			dief("the driver does not export %s", #fn);    \
 	} while (0)
 
+/* load_cuda, then cuInit; exits 1 naming the error when it fails. */
+void cuda_init(void);
 /*
  * cuInit, then retains device dev's primary context and makes it current.
  * A refusal exits the program: 2 for CUDA_ERROR_OUT_OF_MEMORY (the shim
@@ -273,6 +275,7 @@ int cmd_procall(int argc, char **argv);
 int cmd_ctxfoot(int argc, char **argv);
 int cmd_wrap(int argc, char **argv);
 int cmd_scope(int argc, char **argv);
+int cmd_devopen(int argc, char **argv);
 
 /* CUDA 13 pools (pools.c). */
 int cmd_pools(int argc, char **argv);

@@ -11,9 +11,17 @@
  *
  * A real driver refuses CUDA in a forked child; such a child reports it
  * and the child-side checks are skipped (exit 77 from the child).
+ *
+ * gstest fork early: the fork comes right after cuInit, before any call
+ * the shim wraps (it has not even loaded the driver then; in module mode
+ * it attached at the driver's open of a device node, src/devopen.c). The
+ * child still gets a ledger of its own: the parent, opening its context
+ * after the child exited holding memory, prints what it finds free.
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,6 +162,28 @@ static int quick_child(void)
 	return failures() ? 1 : 0;
 }
 
+static int fork_early(void)
+{
+	size_t free, total;
+	pid_t pid;
+	int skipped;
+
+	cuda_init();
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		dief("fork failed");
+	if (pid == 0)
+		_exit(leaky_child(SIZE_MAX, 2 * MIB));
+	skipped = wait_child(pid, "fork early") == SKIP;
+	open_primary(0);
+	mem_info(&free, &total);
+	printf("early.free=%zu\nearly.total=%zu\nchildren_skipped=%d\n", free,
+	       total, skipped);
+	close_primary(0);
+	return finish("fork early");
+}
+
 int cmd_fork(int argc, char **argv)
 {
 	const uint64_t x = 32 * MIB, y = 16 * MIB;
@@ -163,8 +193,10 @@ int cmd_fork(int argc, char **argv)
 	pid_t pid;
 	int skipped = 0;
 
-	(void)argc;
-	(void)argv;
+	if (argc == 1 && !strcmp(argv[0], "early"))
+		return fork_early();
+	if (argc)
+		dief("usage: fork [early]");
 	parent_ctx = open_primary(0);
 	f0 = mem_free();
 	if (!CHECK(cu.cuMemAlloc_v2(&px, x)))

@@ -25,7 +25,7 @@ static const struct {
 	{ "hold", cmd_hold, "hold <bytes> [device]: allocate, print ready, sleep until killed (exit 2 when refused)" },
 	{ "procaddr", cmd_procaddr, "procaddr [fill-bytes]: entry points from cuGetProcAddress/_v2 land in the shim: with the vGPU filled, each allocator refuses" },
 	{ "storm", cmd_storm, "storm <threads> <seconds> <seed> [max=<bytes>] [only=<path,...>] [linger] [solo]: random allocations and frees on every path" },
-	{ "fork", cmd_fork, "fork: a forked child owns none of the parent's charges; fork while threads allocate" },
+	{ "fork", cmd_fork, "fork [early]: a forked child owns none of the parent's charges; fork while threads allocate (early: fork after cuInit alone, the child exits holding 2 MiB; prints early.free, early.total as the parent then sees them)" },
 	{ "module", cmd_module, "module <loader> [dlsym|procaddr]: a loaded image's charge holds the cap exactly and goes at unload and with its context; loaders: data dataex fatbinary file library libfile" },
 	{ "unseen", cmd_unseen, "unseen <global-bytes> [stack-bytes]: load a module whose .global array the shim cannot see (and launch a kernel whose stack frame makes the driver grow CU_LIMIT_STACK_SIZE), print ready, then cuMemAlloc each size read from stdin and print the result" },
 	{ "libgate", cmd_libgate, "libgate: a library loaded before any context (charged nothing) has a kernel launched in the primary context; prints load.rc, launch.rc" },
@@ -43,6 +43,7 @@ static const struct {
 	{ "span", cmd_span, "span <first> <end> <done> <waited>: the busy span the shim's fence reports for work launched at first in a slice ending at end, found complete at done (src/gate_span.h); prints span_ns" },
 	{ "wrap", cmd_wrap, "wrap <bytes>: with libgswrap.so preloaded, malloc and puts reach libc through its wrappers, then one cuMemAlloc of bytes (prints wrap.*, next.*, alloc.rc)" },
 	{ "scope", cmd_scope, "scope <libgswrap.so>: dlsym(RTLD_DEFAULT) from a library loaded RTLD_LOCAL searches that library's scope (prints default.found)" },
+	{ "devopen", cmd_devopen, "devopen <how> <path|-> [creat|tmpfile]: one open by one of libc's calls (open open64 openat openat64 __open_2 __open64_2 __openat_2 __openat64_2) of path ('-': NULL), O_RDWR, or creating a file (mode 0640) or an O_TMPFILE in the directory path (0600), errno set to EXDEV before; prints ok, errno, mode" },
 	{ "watch", cmd_watch, "watch <interval-ms> [device]: print the device's physical used bytes (simcuda) until stdin closes" },
 };
 

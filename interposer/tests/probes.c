@@ -44,24 +44,22 @@ int cmd_meminfo(int argc, char **argv)
 	uint64_t bytes = argc > 1 ? parse_size(argv[1]) : 0;
 	CUdeviceptr d = 0;
 	size_t free, total;
+	CUresult rc;
 	int n = 0;
 
-	load_cuda();
-	if (cu.cuInit(0) != CUDA_SUCCESS)
-		dief("cuInit failed");
+	cuda_init();
 	CHECK(cu.cuDeviceGetCount(&n));
 	printf("devices=%d\n", n);
 	for (int i = 0; i < n; i++) {
 		size_t t = 0;
-		CUresult rc = cu.cuDeviceTotalMem_v2(&t, i);
 
+		rc = cu.cuDeviceTotalMem_v2(&t, i);
 		printf("device.%d.total=%zu\n", i, rc == CUDA_SUCCESS ? t : 0);
 	}
 	open_primary(dev);
 	printf("ctx.rc=0\n");
 	if (bytes) {
-		CUresult rc = cu.cuMemAlloc_v2(&d, bytes);
-
+		rc = cu.cuMemAlloc_v2(&d, bytes);
 		printf("alloc.rc=%d\n", (int)rc);
 	}
 	mem_info(&free, &total);

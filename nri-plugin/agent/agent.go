@@ -23,6 +23,7 @@ import (
 	"github.com/gpuslice/gpuslice/pkg/placement"
 	"github.com/gpuslice/gpuslice/pkg/quota"
 	"github.com/gpuslice/gpuslice/pkg/state"
+	"github.com/gpuslice/gpuslice/pkg/status"
 )
 
 // Enforcement modes.
@@ -61,10 +62,14 @@ type Options struct {
 	// GuardErr, when set, is why the node's guard is not running although
 	// the configuration requires it: vGPU containers are refused with it.
 	GuardErr error
-	Store    *state.Store
-	Layout   Layout      // where things are on the host and in containers
-	CDI      CDIResolver // nil: device nodes only
-	Log      *slog.Logger
+	// GuardStatus is the guard's configured mode and state, as the status
+	// and metrics report it (nil: not reported); the observer adds its
+	// counters while it runs.
+	GuardStatus *status.Guard
+	Store       *state.Store
+	Layout      Layout      // where things are on the host and in containers
+	CDI         CDIResolver // nil: device nodes only
+	Log         *slog.Logger
 	// CgroupID finds a cgroup directory's v2 id (default kmod.CgroupID).
 	CgroupID func(dir string) (uint64, error)
 }
@@ -171,6 +176,11 @@ func (a *Agent) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api
 	}
 	if req == nil {
 		return nil, nil, nil
+	}
+	// Refused before anything is placed, in either mode: nothing would
+	// keep the container's other processes from the card.
+	if err := a.guardRefusal(); err != nil {
+		return nil, nil, a.refuse(pod, ctr, err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

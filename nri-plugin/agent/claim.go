@@ -62,6 +62,9 @@ func (a *Agent) PrepareClaim(req ClaimRequest) (state.Allocation, error) {
 	if al, ok := a.opts.Store.Get(key); ok {
 		return al, a.restoreLedgerDir(al)
 	}
+	if err := a.guardRefusal(); err != nil {
+		return state.Allocation{}, claimError(req.Claim, err)
+	}
 	if err := a.checkClaimModes(req); err != nil {
 		return state.Allocation{}, claimError(req.Claim, err)
 	}

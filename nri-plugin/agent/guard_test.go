@@ -16,15 +16,37 @@ import (
 	"github.com/gpuslice/gpuslice/pkg/guard"
 )
 
-// fakeGuard is the eBPF guard as the agent sees it: the guarded cgroups.
+// fakeGuard is the eBPF guard as the agent sees it: the guarded cgroups
+// and the refusals counted for them.
 type fakeGuard struct {
 	mu        sync.Mutex
 	set       map[uint64]bool
+	refused   map[uint64]uint64
+	stats     guard.Stats
 	err       error // AddCgroup's answer
 	refreshes int
 }
 
-func newFakeGuard() *fakeGuard { return &fakeGuard{set: map[uint64]bool{}} }
+func newFakeGuard() *fakeGuard {
+	return &fakeGuard{set: map[uint64]bool{}, refused: map[uint64]uint64{}}
+}
+
+// Refusals, as the guard's map: the guarded cgroups, each with its count.
+func (g *fakeGuard) Refusals() (map[uint64]uint64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[uint64]uint64{}
+	for id := range g.set {
+		out[id] = g.refused[id]
+	}
+	return out, nil
+}
+
+func (g *fakeGuard) Stats() (guard.Stats, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats, nil
+}
 
 func (g *fakeGuard) AddCgroup(id uint64) error {
 	g.mu.Lock()
@@ -97,20 +119,32 @@ func TestModuleGuard(t *testing.T) {
 	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
 }
 
-// guard: required on a node whose guard did not load: vGPU containers
-// are refused at start, with the guard's reason, and nothing is bound.
-func TestModuleGuardRequired(t *testing.T) {
-	n := newNode(t, EnforceModule, cards16(1, 4)...)
-	n.opts.GuardErr = errors.New("guard: the BPF LSM is not active (active LSMs: lockdown,yama); add bpf to lsm=")
-	n.restart(t)
-	_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
-	require.NoError(t, err)
-	n.cgroup(t, "c1")
-	err = n.agent.StartContainer(context.Background(), pod(nil), ctr("c1"))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "eBPF guard is not running")
-	assert.Contains(t, err.Error(), "the BPF LSM is not active")
-	assert.Empty(t, n.opts.Kmod.(*fakeKmod).list())
+// guard: required on a node whose guard did not load: in either mode,
+// a container asking for a vGPU by annotations and a DRA claim are
+// refused with the guard's reason, and nothing is placed or bound; a
+// container without a vGPU is left alone.
+func TestGuardRequired(t *testing.T) {
+	for _, mode := range []string{EnforceModule, EnforceFile} {
+		t.Run(mode, func(t *testing.T) {
+			n := newNode(t, mode, cards16(1, 4)...)
+			n.opts.GuardErr = errors.New("guard: the BPF LSM is not active (active LSMs: lockdown,yama); add bpf to lsm=")
+			n.restart(t)
+			_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "eBPF guard is not running")
+			assert.Contains(t, err.Error(), "(guard: required)")
+			assert.Contains(t, err.Error(), "the BPF LSM is not active")
+			_, err = n.agent.PrepareClaim(claimReq("u1", 0, 1, 20))
+			require.ErrorContains(t, err, "eBPF guard is not running")
+			assert.Empty(t, n.opts.Store.All(), "nothing placed")
+			if k, ok := n.opts.Kmod.(*fakeKmod); ok {
+				assert.Empty(t, k.list())
+			}
+			adj, err := n.create(t, "plain", nil)
+			require.NoError(t, err)
+			assert.Nil(t, adj)
+		})
+	}
 }
 
 // Each refusal is one log line naming the container and the process.

@@ -34,9 +34,23 @@ type GuardAdmin interface {
 	// nvidia-caps register theirs when first loaded, which may be after
 	// the guard.
 	Refresh() error
+	// Refusals are the refused uses by guarded cgroup, for the status.
+	Refusals() (map[uint64]uint64, error)
+	// Stats are what the guard lost, for the status.
+	Stats() (guard.Stats, error)
 }
 
 var _ GuardAdmin = (*guard.Guard)(nil)
+
+// guardRefusal is why no vGPU may be given out: the guard the
+// configuration requires is not running (GuardErr).
+func (a *Agent) guardRefusal() error {
+	if a.opts.GuardErr == nil {
+		return nil
+	}
+	return fmt.Errorf("the node's eBPF guard is not running, and the configuration (guard: required) "+
+		"refuses vGPU containers without it: %w", a.opts.GuardErr)
+}
 
 // reconcileGuard adds the cgroup of every container bound to the module
 // to the guard: a guard loaded by a (re)started agent knows none.
@@ -133,9 +147,8 @@ func (a *Agent) bind(al *state.Allocation, cgroupsPath string) error {
 // cgroup of host directory dir, and records their ids; on failure none
 // is left.
 func (a *Agent) bindDir(al *state.Allocation, dir string) error {
-	if a.opts.GuardErr != nil {
-		return fmt.Errorf("the node's eBPF guard is not running, and the configuration (guard: required) "+
-			"refuses vGPU containers without it: %w", a.opts.GuardErr)
+	if err := a.guardRefusal(); err != nil {
+		return err
 	}
 	id, err := a.opts.CgroupID(dir)
 	if err != nil {

@@ -139,6 +139,8 @@ func (ob *Observer) Sample(now time.Time) *status.Node {
 	}
 	allocs := ob.a.opts.Store.All()
 	use := measureDriver(ob.nvml(byCard, problem), allocs)
+	var refused map[uint64]uint64
+	n.Guard, refused = ob.guard(problem)
 
 	busy := map[int]map[string]uint64{} // file mode: by card, read once
 	seen := map[busyKey]bool{}
@@ -176,6 +178,10 @@ func (ob *Observer) Sample(now time.Time) *status.Node {
 				s.CoreUsedPercent = ob.rate(k, *b, now)
 			}
 			ob.reconcile(&s, use, al, v, problem)
+			if refused != nil && al.CgroupID != 0 {
+				r := refused[al.CgroupID]
+				s.GuardRefusals = &r
+			}
 			c.VGPUs = append(c.VGPUs, s)
 		}
 	}
@@ -190,6 +196,31 @@ func (ob *Observer) Sample(now time.Time) *status.Node {
 	ob.logProblems(n.Problems)
 	ob.last.Store(n)
 	return n
+}
+
+// guard is the guard's status and its refusals by cgroup (nil while it
+// does not run, or when it could not be read).
+func (ob *Observer) guard(problem func(string, ...any)) (*status.Guard, map[uint64]uint64) {
+	if ob.a.opts.GuardStatus == nil {
+		return nil, nil
+	}
+	s := *ob.a.opts.GuardStatus
+	g := ob.a.opts.Guard
+	if g == nil {
+		return &s, nil
+	}
+	st, err := g.Stats()
+	if err != nil {
+		problem("the eBPF guard's counters: %v", err)
+	} else {
+		s.LostEvents, s.BadMagic, s.FilesFull = &st.LostEvents, &st.BadMagic, &st.FilesFull
+	}
+	refused, err := g.Refusals()
+	if err != nil {
+		problem("the eBPF guard's refusals: %v", err)
+		return &s, nil
+	}
+	return &s, refused
 }
 
 // nvml fills the cards' NVML figures and returns each card's processes

@@ -22,6 +22,7 @@ func TestPreRegistered(t *testing.T) {
 	devRoot := filepath.Join(dir, "devroot")
 	makeDevRoot(t, devRoot)
 	conf := fmt.Sprintf(`enforcement: file
+guard: optional
 cdi: never
 metricsAddress: ""
 statusSocket: %s

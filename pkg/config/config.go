@@ -93,6 +93,24 @@ const (
 	DRAOff  DRAMode = "off" // never: the annotation route only
 )
 
+// GuardMode says whether the agent runs the eBPF guard (pkg/guard), which
+// keeps the NVIDIA device nodes from the processes of a vGPU container that
+// bypass the shim, and what a node that cannot run it does.
+type GuardMode string
+
+// The guard modes.
+const (
+	// GuardRequired runs the guard; where it cannot run (no BPF LSM, no
+	// BTF, not root) containers asking for a vGPU are refused, with why.
+	GuardRequired GuardMode = "required"
+	// GuardOptional runs the guard where it can; elsewhere vGPU containers
+	// run without it, and the agent's log, metrics and status say so.
+	GuardOptional GuardMode = "optional"
+	// GuardOff never runs it: a process that bypasses the shim uses the
+	// card without a cap or a quota. The metrics and status say so.
+	GuardOff GuardMode = "off"
+)
+
 // Config is the agent's configuration. Its JSON tags are the file's keys.
 type Config struct {
 	// Policy is every card's default compute policy, 0-MaxPolicy.
@@ -113,6 +131,8 @@ type Config struct {
 	Placement Placement `json:"placement"`
 	// Enforcement selects gpuslice.ko or the no-module mode.
 	Enforcement Enforcement `json:"enforcement"`
+	// Guard says whether the eBPF guard runs (required, optional, off).
+	Guard GuardMode `json:"guard"`
 	// Shim is the host path of libgpuslice.so.
 	Shim string `json:"shim"`
 	// ShimMountPath is where the shim appears inside containers.
@@ -204,6 +224,7 @@ func Default() Config {
 		ReclaimMs:     100,
 		Placement:     PlacementBinpack,
 		Enforcement:   EnforcementAuto,
+		Guard:         GuardRequired,
 		Shim:          "/usr/lib/gpuslice/libgpuslice.so",
 		ShimMountPath: "/usr/local/gpuslice/libgpuslice.so",
 		StateDir:      "/var/lib/gpuslice",
@@ -355,6 +376,7 @@ func (c *Config) Validate() error {
 	oneOf("placement", string(c.Placement), string(PlacementBinpack), string(PlacementSpread))
 	oneOf("enforcement", string(c.Enforcement),
 		string(EnforcementAuto), string(EnforcementModule), string(EnforcementFile))
+	oneOf("guard", string(c.Guard), string(GuardRequired), string(GuardOptional), string(GuardOff))
 	absPath("shim", c.Shim)
 	absPath("shimMountPath", c.ShimMountPath)
 	absPath("stateDir", c.StateDir)

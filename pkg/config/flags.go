@@ -45,8 +45,8 @@ func (o *override) Set(s string) error {
 // and one flag per setting, which overrides the file's value when given on
 // the command line:
 //
-//	-policy -max-inst -slice-ms -reclaim-ms -placement -enforcement -shim
-//	-shim-mount-path -preload-file -state-dir -ledger-dir -sched-dir -device-root
+//	-policy -max-inst -slice-ms -reclaim-ms -placement -enforcement -guard
+//	-shim -shim-mount-path -preload-file -state-dir -ledger-dir -sched-dir -device-root
 //	-cdi -cdi-spec-dirs -metrics-address -metrics-window-ms -status-socket
 //	-nvml-library -simulate -dra -kubeconfig -node-name -kubelet-root-dir
 //	-dra-cdi-dir
@@ -112,6 +112,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	choiceFlag("enforcement", string(d.Enforcement), "limit enforcement `mode`: %s (auto: module when /dev/gpuslice exists)",
 		func(c *Config, s string) { c.Enforcement = Enforcement(s) },
 		string(EnforcementAuto), string(EnforcementModule), string(EnforcementFile))
+	choiceFlag("guard", string(d.Guard), "eBPF guard `mode`: %s (required: refuse vGPU containers where it cannot run)",
+		func(c *Config, s string) { c.Guard = GuardMode(s) },
+		string(GuardRequired), string(GuardOptional), string(GuardOff))
 	pathFlag("shim", d.Shim, "host `path` of libgpuslice.so",
 		func(c *Config, s string) { c.Shim = s })
 	pathFlag("shim-mount-path", d.ShimMountPath, "`path` of the shim inside containers",

@@ -28,6 +28,7 @@ cards:
     maxInst: 5
 placement: spread
 enforcement: file
+guard: optional
 shim: /opt/gpuslice/libgpuslice.so
 shimMountPath: /gpuslice/libgpuslice.so
 preloadFile: true
@@ -67,6 +68,7 @@ func TestLoadFullFile(t *testing.T) {
 		},
 		Placement:       PlacementSpread,
 		Enforcement:     EnforcementFile,
+		Guard:           GuardOptional,
 		Shim:            "/opt/gpuslice/libgpuslice.so",
 		ShimMountPath:   "/gpuslice/libgpuslice.so",
 		PreloadFile:     true,
@@ -141,8 +143,8 @@ func TestLoadErrors(t *testing.T) {
 		name, text, want string
 	}{
 		{"unknown top-level key", "polcy: 1\n",
-			"polcy: unknown key; the keys are cards, cdi, cdiSpecDirs, deviceRoot, dra, draCDIDir, enforcement, kubeconfig, " +
-				"kubeletRootDir, ledgerDir, maxInst, metricsAddress, metricsWindowMs, nodeName, nvmlLibrary, placement, policy, " +
+			"polcy: unknown key; the keys are cards, cdi, cdiSpecDirs, deviceRoot, dra, draCDIDir, enforcement, guard, " +
+				"kubeconfig, kubeletRootDir, ledgerDir, maxInst, metricsAddress, metricsWindowMs, nodeName, nvmlLibrary, placement, policy, " +
 				"preloadFile, reclaimMs, schedDir, shim, shimMountPath, simulatedCards, sliceMs, stateDir, statusSocket"},
 		{"the Go field name is no key", "Path: /x\n", "Path: unknown key"},
 		{"unknown key in cards", "cards:\n  - {index: 0}\n  - {index: 1, maxinst: 3}\n",

@@ -31,6 +31,9 @@ import (
 // no program configures (kmod/guest/tests: UNCONF).
 const guestCard, noCard = 24, 31
 
+// The vGPU's memory cap.
+const vgpuCap = 8 << 20
+
 // The stand-in device nodes: name -> (major name in /proc/devices, minor).
 var nodes = []struct {
 	path, driver string
@@ -238,6 +241,7 @@ type guest struct {
 	admin *kmod.Client
 	vgpu  string // a cgroup with a vGPU on guestCard
 	idV   uint64
+	vid   uint32 // its vGPU
 	plain string // a cgroup without one
 }
 
@@ -253,9 +257,9 @@ func setup(t *testing.T) *guest {
 	require.NoError(t, g.admin.SetCard(kmod.Card{Card: guestCard, Policy: kmod.PolicyNative, MaxInst: 20}))
 	g.vgpu, g.idV = cgroup(t, "guardV")
 	g.plain, _ = cgroup(t, "guardP")
-	vid, err := g.admin.CreateVGPU(kmod.VGPU{Card: guestCard, CgroupID: g.idV, MemCap: 8 << 20, Mode: kmod.ModeMemory})
+	g.vid, err = g.admin.CreateVGPU(kmod.VGPU{Card: guestCard, CgroupID: g.idV, MemCap: vgpuCap, Mode: kmod.ModeMemory})
 	require.NoError(t, err)
-	t.Cleanup(func() { g.admin.DestroyVGPU(guestCard, vid) })
+	t.Cleanup(func() { g.admin.DestroyVGPU(guestCard, g.vid) })
 	return g
 }
 
@@ -312,12 +316,7 @@ func (g *guest) run(dir, what string, extra *os.File) map[string]string {
 	if extra != nil {
 		cmd.ExtraFiles = []*os.File{extra}
 	}
-	if dir != "" {
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		require.NoError(t, err)
-		defer unix.Close(fd)
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-	}
+	defer inCgroup(t, cmd, dir)()
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "child %s in %s: %s", what, dir, out)
 	res := map[string]string{}
@@ -328,6 +327,19 @@ func (g *guest) run(dir, what string, extra *os.File) map[string]string {
 	}
 	t.Logf("child %s in %s: %v", what, dir, res)
 	return res
+}
+
+// inCgroup makes cmd start in the cgroup dir ("" this process's); the
+// function it returns closes the cgroup's descriptor, once cmd started.
+func inCgroup(t *testing.T, cmd *exec.Cmd, dir string) func() {
+	t.Helper()
+	if dir == "" {
+		return func() {}
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	return func() { unix.Close(fd) }
 }
 
 var eperm = strconv.Itoa(int(unix.EPERM))
@@ -474,6 +486,9 @@ func TestGuestGuard(t *testing.T) {
 		assert.NotZero(t, ev.PID)
 		t.Log(ev)
 	})
+
+	// The shim attaches before the driver opens a node (guest_shim_test.go).
+	t.Run("shim", func(t *testing.T) { shimCases(t, g, gd) })
 
 	t.Run("off", func(t *testing.T) {
 		// The agent stopped: the guard is gone with its links.

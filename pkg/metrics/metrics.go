@@ -61,6 +61,18 @@ var (
 		"vGPU memory allocated on the node (sum of the caps), bytes.", nil, nil)
 	nodeSourceErrors = prometheus.NewDesc("xgpu_node_source_problems",
 		"Sources that failed at the last sample (their series are absent; the agent's log says why).", nil, nil)
+
+	nodeGuard = prometheus.NewDesc("xgpu_node_guard",
+		"The eBPF guard: 1 while it keeps the GPU from processes that bypass the shim, 0 when it does not run "+
+			"(state off: configured off; unavailable: it could not run, the status says why).",
+		[]string{"mode", "state"}, nil)
+	nodeGuardLost = prometheus.NewDesc("xgpu_node_guard_lost_total",
+		"What the guard lost: events (refusals not logged, still refused), bad_magic (a gpuslice.ko without "+
+			"the guard word: its processes are refused), files_full (attachments not recorded: refused).",
+		[]string{"kind"}, nil)
+	guardRefusals = prometheus.NewDesc("xgpu_guard_refusals_total",
+		"Opens, ioctls and mmaps of the NVIDIA device nodes the guard refused to the container's processes "+
+			"that are not attached to its vGPU (started without the shim).", vgpuLabels, nil)
 )
 
 // Collector is a prometheus.Collector over the snapshots snap returns
@@ -79,7 +91,7 @@ func New(snap func() *status.Node) *Collector { return &Collector{snap: snap} }
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{memoryTotal, memoryUsed, coreTotal, coreUsed, vgpuProcs, memoryDriver, memoryUnseen,
 		deviceHealth, schedulePolicy, deviceMemTotal, deviceMemUsed, deviceUtil, deviceRatio,
-		deviceVGPUs, nodeVGPUs, nodeAllocated, nodeSourceErrors} {
+		deviceVGPUs, nodeVGPUs, nodeAllocated, nodeSourceErrors, nodeGuard, nodeGuardLost, guardRefusals} {
 		ch <- d
 	}
 }
@@ -124,6 +136,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, nodeVGPUs, float64(vgpus))
 	gauge(ch, nodeAllocated, float64(allocated))
 	gauge(ch, nodeSourceErrors, float64(len(n.Problems)))
+	if g := n.Guard; g != nil {
+		gauge(ch, nodeGuard, b2f(g.State == status.GuardOn), g.Mode, g.State)
+		for kind, v := range map[string]*uint64{"events": g.LostEvents, "bad_magic": g.BadMagic,
+			"files_full": g.FilesFull} {
+			if v != nil {
+				counter(ch, nodeGuardLost, float64(*v), kind)
+			}
+		}
+	}
 }
 
 func (c *Collector) vgpu(ch chan<- prometheus.Metric, v *status.VGPU, card, uuid string) {
@@ -145,10 +166,17 @@ func (c *Collector) vgpu(ch chan<- prometheus.Metric, v *status.VGPU, card, uuid
 	if v.MemoryUnseenBytes != nil {
 		gauge(ch, memoryUnseen, float64(*v.MemoryUnseenBytes), v.Namespace, v.Pod, v.Container, card, uuid, id)
 	}
+	if v.GuardRefusals != nil {
+		counter(ch, guardRefusals, float64(*v.GuardRefusals), v.Namespace, v.Pod, v.Container, card, uuid, id)
+	}
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
 	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 }
 
 func sameLabels(a, b *status.VGPU) bool {

@@ -29,13 +29,16 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func node() *status.Node {
 	return &status.Node{Node: "n1", Enforce: "file", Time: time.Unix(1, 0).UTC(), Problems: []string{"x"},
+		Guard: &status.Guard{Mode: "required", State: status.GuardOn, LostEvents: p(uint64(0)),
+			BadMagic: p(uint64(0)), FilesFull: p(uint64(3))},
 		Cards: []status.Card{
 			{Index: 0, UUID: "GPU-a", Policy: 1, MaxInst: 20, Healthy: p(true), MemoryTotalBytes: 16 << 30,
 				MemoryUsedBytes: p(uint64(3 << 30)), UtilPercent: p(50.0), VGPUs: []status.VGPU{
 					{ID: -1, Namespace: "ns", Pod: "a", Container: "main", ContainerID: "c1", Mode: "compute",
 						QuotaPercent: 30, MemoryCapBytes: 4 << 30, MemoryUsedBytes: p(uint64(1 << 30)),
 						CoreUsedPercent: p(29.5), Processes: p(2),
-						MemoryDriverBytes: p(uint64(3 << 29)), MemoryUnseenBytes: p(uint64(1 << 29))},
+						MemoryDriverBytes: p(uint64(3 << 29)), MemoryUnseenBytes: p(uint64(1 << 29)),
+						GuardRefusals: p(uint64(12))},
 					{ID: -1, Namespace: "ns", Pod: "b", Container: "main", ContainerID: "c2", Mode: "compute",
 						QuotaPercent: 20, MemoryCapBytes: 2 << 30, MemoryUsedBytes: p(uint64(1 << 29)), Processes: p(1)},
 				}},
@@ -87,6 +90,9 @@ xgpu_device_vgpu_memory_ratio{card="2",uuid="GPU-c"} 0
 xgpu_device_vgpus{card="0",uuid="GPU-a"} 2
 xgpu_device_vgpus{card="1",uuid="GPU-b"} 2
 xgpu_device_vgpus{card="2",uuid="GPU-c"} 0
+# HELP xgpu_guard_refusals_total Opens, ioctls and mmaps of the NVIDIA device nodes the guard refused to the container's processes that are not attached to its vGPU (started without the shim).
+# TYPE xgpu_guard_refusals_total counter
+xgpu_guard_refusals_total{card="0",container="main",namespace="ns",pod="a",uuid="GPU-a",vgpu="-1"} 12
 # HELP xgpu_memory_driver_used Device memory the driver reports for the container's processes on the card (NVML's running processes), bytes.
 # TYPE xgpu_memory_driver_used gauge
 xgpu_memory_driver_used{card="0",container="main",namespace="ns",pod="a",uuid="GPU-a",vgpu="-1"} 1.610612736e+09
@@ -102,6 +108,14 @@ xgpu_memory_unseen{card="0",container="main",namespace="ns",pod="a",uuid="GPU-a"
 # TYPE xgpu_memory_used gauge
 xgpu_memory_used{card="0",container="main",namespace="ns",pod="a",uuid="GPU-a",vgpu="-1"} 1.073741824e+09
 xgpu_memory_used{card="0",container="main",namespace="ns",pod="b",uuid="GPU-a",vgpu="-1"} 5.36870912e+08
+# HELP xgpu_node_guard The eBPF guard: 1 while it keeps the GPU from processes that bypass the shim, 0 when it does not run (state off: configured off; unavailable: it could not run, the status says why).
+# TYPE xgpu_node_guard gauge
+xgpu_node_guard{mode="required",state="on"} 1
+# HELP xgpu_node_guard_lost_total What the guard lost: events (refusals not logged, still refused), bad_magic (a gpuslice.ko without the guard word: its processes are refused), files_full (attachments not recorded: refused).
+# TYPE xgpu_node_guard_lost_total counter
+xgpu_node_guard_lost_total{kind="bad_magic"} 0
+xgpu_node_guard_lost_total{kind="events"} 0
+xgpu_node_guard_lost_total{kind="files_full"} 3
 # HELP xgpu_node_source_problems Sources that failed at the last sample (their series are absent; the agent's log says why).
 # TYPE xgpu_node_source_problems gauge
 xgpu_node_source_problems 1

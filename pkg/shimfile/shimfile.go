@@ -10,12 +10,11 @@
 package shimfile
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/gpuslice/gpuslice/pkg/atomicfile"
 )
 
 // Mode is the installed shim's mode: read-only for everyone, so that no
@@ -49,61 +48,8 @@ func Replace(src, dst string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("shim destination: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".new-*")
-	if err != nil {
+	if err := atomicfile.WriteFrom(dst, in, Mode); err != nil {
 		return fmt.Errorf("shim destination: %w", err)
-	}
-	if err := fill(tmp, in); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("renaming the new shim over %s: %w", dst, err)
-	}
-	return syncDir(dir)
-}
-
-// fill writes the new file: contents, mode, owner, then fsync, so that
-// the rename never makes a file visible whose data is not on disk.
-func fill(tmp *os.File, in io.Reader) error {
-	if _, err := io.Copy(tmp, in); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(Mode); err != nil {
-		return err
-	}
-	if os.Geteuid() == 0 {
-		if err := tmp.Chown(0, 0); err != nil {
-			return err
-		}
-	}
-	return tmp.Sync()
-}
-
-// syncDir makes the rename itself durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	// Some file systems (a few FUSE and overlay setups) refuse fsync on
-	// a directory; the rename has happened, only its durability is the
-	// file system's.
-	if errors.Is(err, syscall.EINVAL) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }

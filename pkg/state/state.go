@@ -29,6 +29,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gpuslice/gpuslice/pkg/atomicfile"
 )
 
 // The files in the agent's state directory.
@@ -274,8 +276,10 @@ func (s *Store) compact() error {
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
-	if err := writeAtomic(s.Path(), b); err != nil {
-		return err
+	// Synced before the journal is emptied: a crash leaves the old
+	// snapshot and journal or the new snapshot, never an empty one.
+	if err := atomicfile.Write(s.Path(), b, 0o600); err != nil {
+		return fmt.Errorf("state: %w", err)
 	}
 	if s.journal != nil {
 		s.journal.Close()
@@ -285,25 +289,6 @@ func (s *Store) compact() error {
 		return fmt.Errorf("state: %w", err)
 	}
 	s.records = 0
-	return nil
-}
-
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("state: writing %s: %w", path, err)
-	}
 	return nil
 }
 

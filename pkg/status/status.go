@@ -15,9 +15,33 @@ import "time"
 type Node struct {
 	Node     string    `json:"node"`     // host name
 	Enforce  string    `json:"enforce"`  // "module" (gpuslice.ko) or "file" (no module)
+	Guard    *Guard    `json:"guard"`    // the eBPF guard; nil from an agent without one
 	Time     time.Time `json:"time"`     // when the figures were read
 	Cards    []Card    `json:"cards"`    // by index
 	Problems []string  `json:"problems"` // sources that failed, one line each
+}
+
+// The guard's states.
+const (
+	GuardOn          = "on"          // loaded: processes that bypass the shim get no GPU
+	GuardOff         = "off"         // configured off (guard: off)
+	GuardUnavailable = "unavailable" // it could not run; Reason says why
+)
+
+// Guard is the eBPF guard of the node (pkg/guard): whether a process of a
+// vGPU container that bypasses the shim is kept from the GPU.
+type Guard struct {
+	Mode   string `json:"mode"`             // the configuration: required, optional or off
+	State  string `json:"state"`            // GuardOn, GuardOff or GuardUnavailable
+	Reason string `json:"reason,omitempty"` // why it is not on, and what to change
+	// What the guard lost (nil while it is not on): refusals its ring
+	// buffer had no room for (not logged, still refused), /dev/gpuslice
+	// files without the guard word (a gpuslice.ko older than the guard:
+	// their processes are refused), attachments not recorded (too many
+	// attached files on the node: those processes are refused too).
+	LostEvents *uint64 `json:"lost_events,omitempty"`
+	BadMagic   *uint64 `json:"bad_magic,omitempty"`
+	FilesFull  *uint64 `json:"files_full,omitempty"`
 }
 
 // Card is one GPU of the node.
@@ -66,4 +90,9 @@ type VGPU struct {
 	// collector's window: its busy time over the window's length, 0-100.
 	CoreUsedPercent *float64 `json:"core_used_percent"`
 	Processes       *int     `json:"processes"` // processes holding the vGPU
+	// GuardRefusals counts the opens, ioctls and mmaps of the NVIDIA
+	// device nodes the guard refused to the container's processes (those
+	// without the shim) since the container started; nil without the
+	// guard.
+	GuardRefusals *uint64 `json:"guard_refusals"`
 }

@@ -44,6 +44,8 @@ typedef enum cudaError_enum {
 	CUDA_ERROR_INVALID_CONTEXT = 201,
 	/* Loading a module or library from a file. */
 	CUDA_ERROR_FILE_NOT_FOUND = 301,
+	/* An OS call failed (the simulated driver: a device node refused). */
+	CUDA_ERROR_OPERATING_SYSTEM = 304,
 	CUDA_ERROR_INVALID_HANDLE = 400,
 	CUDA_ERROR_ILLEGAL_STATE = 401,
 	CUDA_ERROR_NOT_FOUND = 500,

@@ -116,6 +116,10 @@ the first time (read-write ones come first).
 {{/* The host's cgroup hierarchy, whatever the runtime's cgroupns: the module's mode. */}}
 {{- $all = append $all (dict "name" "cgroup" "path" "/sys/fs/cgroup" "type" "Directory" "readOnly" true) -}}
 {{- end -}}
+{{- if ne ($c.guard | default "required") "off" -}}
+{{/* The active LSM list (securityfs), which the guard checks before it loads. */}}
+{{- $all = append $all (dict "name" "lsm" "path" "/sys/kernel/security" "type" "Directory" "readOnly" true) -}}
+{{- end -}}
 {{- $seen := dict -}}
 {{- $out := list -}}
 {{- range $all -}}
