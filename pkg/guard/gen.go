@@ -8,4 +8,4 @@ package guard
 //
 //	go generate ./pkg/guard
 //
-//go:generate go tool bpf2go -cc clang-14 -cflags "-O2 -g -Wall -Werror" -target bpfel -type guard_event -type guard_cgroup -type guard_config -type guard_proc guard bpf/guard.bpf.c -- -Ibpf -I../../kmod/include
+//go:generate go tool bpf2go -cc clang-14 -cflags "-O2 -g -Wall -Werror" -target bpfel -type guard_event -type guard_cgroup -type guard_config -type guard_proc -type guard_dir guard bpf/guard.bpf.c -- -Ibpf -I../../kmod/include

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -27,13 +28,49 @@ const (
 // is on exactly while the agent that loaded it runs. Its methods may be
 // called from several goroutines.
 type Guard struct {
-	objs  guardObjects
+	objs  guardMaps
+	progs *ebpf.Collection // the programs (the maps are in objs)
 	links []link.Link
 
 	mu     sync.Mutex // majors
 	majors []uint32
 
+	ledgers ledgerDirs
+
 	events *ringbuf.Reader
+}
+
+// optionalHooks are the LSM hooks the guard attaches where the running
+// kernel has them, and goes without where it has not:
+// file_ioctl_compat, which 32-bit ioctls take instead of file_ioctl from
+// 6.8 on (and on the stable kernels it was backported to, Debian 12's 6.1
+// among them); a kernel without it sends them through file_ioctl.
+var optionalHooks = map[string]bool{"file_ioctl_compat": true}
+
+// dropMissingHooks removes from spec the programs of optional hooks that
+// kernel (the running kernel's BTF) lacks, and says which a required one
+// lacks: an LSM program attaches to the kernel function bpf_lsm_<hook>.
+func dropMissingHooks(spec *ebpf.CollectionSpec, kernel *btf.Spec) error {
+	for name, p := range spec.Programs {
+		if p.Type != ebpf.LSM {
+			continue
+		}
+		var fn *btf.Func
+		err := kernel.TypeByName("bpf_lsm_"+p.AttachTo, &fn)
+		switch {
+		case err == nil:
+		case errors.Is(err, btf.ErrNotFound) && optionalHooks[p.AttachTo]:
+			delete(spec.Programs, name)
+		case errors.Is(err, btf.ErrNotFound):
+			return &UnsupportedError{
+				Reason: fmt.Sprintf("the kernel has no LSM hook %s (no bpf_lsm_%s in its BTF)", p.AttachTo, p.AttachTo),
+				Fix:    "run a kernel of 5.11 or later built with CONFIG_BPF_LSM=y",
+			}
+		default:
+			return fmt.Errorf("guard: looking up the LSM hook %s in the kernel's BTF: %w", p.AttachTo, err)
+		}
+	}
+	return nil
 }
 
 // Load checks that the kernel can run the guard (Supported), loads its
@@ -63,8 +100,15 @@ func load(d Devices) (*Guard, error) {
 	if err := spec.Variables[guardVarGsAttachCmd].Set(uint32(kmod.IocAttach)); err != nil {
 		return nil, fmt.Errorf("guard: %w", err)
 	}
-	g := &Guard{}
-	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("guard: reading the kernel's BTF: %w", err)
+	}
+	if err := dropMissingHooks(spec, kernel); err != nil {
+		return nil, err
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("guard: the kernel's verifier refused the programs (a kernel older than "+
@@ -72,6 +116,12 @@ func load(d Devices) (*Guard, error) {
 		}
 		return nil, fmt.Errorf("guard: loading the programs (needs CAP_BPF and CAP_SYS_ADMIN): %w", err)
 	}
+	g := &Guard{progs: coll}
+	if err := coll.Assign(&g.objs); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	g.ledgers.m = g.objs.LedgerDirs
 	if err := g.SetDevices(d); err != nil {
 		g.Close()
 		return nil, err
@@ -82,10 +132,14 @@ func load(d Devices) (*Guard, error) {
 	}
 	// The state keepers first, the checks last: a check never runs
 	// without the records it reads being kept.
-	for _, p := range []*ebpf.Program{
-		g.objs.GuardFileFree, g.objs.GuardExec, g.objs.GuardFork,
-		g.objs.GuardIoctl, g.objs.GuardMmap, g.objs.GuardOpen,
+	for _, name := range []string{
+		guardProgGuardFileFree, guardProgGuardExec, guardProgGuardFork,
+		guardProgGuardIoctl, guardProgGuardIoctlCompat, guardProgGuardMmap, guardProgGuardOpen,
 	} {
+		p := coll.Programs[name]
+		if p == nil {
+			continue // an optional hook this kernel lacks (dropMissingHooks)
+		}
 		l, err := link.AttachLSM(link.LSMOptions{Program: p})
 		if err != nil {
 			g.Close()
@@ -105,6 +159,9 @@ func (g *Guard) Close() error {
 	g.links = nil
 	if g.events != nil {
 		errs = append(errs, g.events.Close())
+	}
+	if g.progs != nil {
+		g.progs.Close()
 	}
 	errs = append(errs, g.objs.Close())
 	return errors.Join(errs...)
@@ -194,7 +251,7 @@ func (g *Guard) Refusals() (map[uint64]uint64, error) {
 type Stats struct {
 	LostEvents uint64 // refusals whose Refusal record found the ring buffer full
 	BadMagic   uint64 // /dev/gpuslice records without the guard's magic: gpuslice.ko too old
-	FilesFull  uint64 // ATTACHes not recorded: too many /dev/gpuslice files open on the node
+	FilesFull  uint64 // ATTACHes and ledger opens not recorded: too many such files open on the node
 }
 
 // Stats reads the node-wide counters.
@@ -220,7 +277,7 @@ type Refusal struct {
 	Comm      string
 	Major     uint32
 	Minor     uint32
-	Op        string // "open", "ioctl" or "mmap"
+	Op        string // "open", "ioctl", "ioctl32" (a 32-bit process's) or "mmap"
 }
 
 func (r Refusal) String() string {
@@ -229,9 +286,10 @@ func (r Refusal) String() string {
 }
 
 var ops = map[guardGuardHook]string{
-	guardGuardHookGUARD_HOOK_OPEN:  "open",
-	guardGuardHookGUARD_HOOK_IOCTL: "ioctl",
-	guardGuardHookGUARD_HOOK_MMAP:  "mmap",
+	guardGuardHookGUARD_HOOK_OPEN:         "open",
+	guardGuardHookGUARD_HOOK_IOCTL:        "ioctl",
+	guardGuardHookGUARD_HOOK_MMAP:         "mmap",
+	guardGuardHookGUARD_HOOK_IOCTL_COMPAT: "ioctl32",
 }
 
 func decodeRefusal(raw []byte) (Refusal, error) {

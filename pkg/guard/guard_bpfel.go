@@ -24,6 +24,13 @@ type guardGuardConfig struct {
 	Pad   uint32
 }
 
+type guardGuardDir struct {
+	_   structs.HostLayout
+	Ino uint64
+	Dev uint32
+	Pad uint32
+}
+
 type guardGuardEvent struct {
 	_         structs.HostLayout
 	Cgroup    uint64
@@ -35,12 +42,20 @@ type guardGuardEvent struct {
 	Comm      [16]int8
 }
 
+type guardGuardFile struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Kind   uint32
+	Pad    uint32
+}
+
 type guardGuardHook uint32
 
 const (
-	guardGuardHookGUARD_HOOK_OPEN  guardGuardHook = 1
-	guardGuardHookGUARD_HOOK_IOCTL guardGuardHook = 2
-	guardGuardHookGUARD_HOOK_MMAP  guardGuardHook = 3
+	guardGuardHookGUARD_HOOK_OPEN         guardGuardHook = 1
+	guardGuardHookGUARD_HOOK_IOCTL        guardGuardHook = 2
+	guardGuardHookGUARD_HOOK_MMAP         guardGuardHook = 3
+	guardGuardHookGUARD_HOOK_IOCTL_COMPAT guardGuardHook = 4
 )
 
 type guardGuardProc struct {
@@ -64,24 +79,26 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	guardMapConfig         = "config"
-	guardMapEvents         = "events"
-	guardMapGsFiles        = "gs_files"
-	guardMapMajors         = "majors"
-	guardMapProcs          = "procs"
-	guardMapStats          = "stats"
-	guardMapVgpuCgroups    = "vgpu_cgroups"
-	guardProgGuardExec     = "guard_exec"
-	guardProgGuardFileFree = "guard_file_free"
-	guardProgGuardFork     = "guard_fork"
-	guardProgGuardIoctl    = "guard_ioctl"
-	guardProgGuardMmap     = "guard_mmap"
-	guardProgGuardOpen     = "guard_open"
-	guardVarGsAttachCmd    = "gs_attach_cmd"
-	guardVarNextCookie     = "next_cookie"
-	guardVarUnusedEvent    = "unused_event"
-	guardVarUnusedHook     = "unused_hook"
-	guardVarUnusedStat     = "unused_stat"
+	guardMapConfig            = "config"
+	guardMapEvents            = "events"
+	guardMapGsFiles           = "gs_files"
+	guardMapLedgerDirs        = "ledger_dirs"
+	guardMapMajors            = "majors"
+	guardMapProcs             = "procs"
+	guardMapStats             = "stats"
+	guardMapVgpuCgroups       = "vgpu_cgroups"
+	guardProgGuardExec        = "guard_exec"
+	guardProgGuardFileFree    = "guard_file_free"
+	guardProgGuardFork        = "guard_fork"
+	guardProgGuardIoctl       = "guard_ioctl"
+	guardProgGuardIoctlCompat = "guard_ioctl_compat"
+	guardProgGuardMmap        = "guard_mmap"
+	guardProgGuardOpen        = "guard_open"
+	guardVarGsAttachCmd       = "gs_attach_cmd"
+	guardVarNextCookie        = "next_cookie"
+	guardVarUnusedEvent       = "unused_event"
+	guardVarUnusedHook        = "unused_hook"
+	guardVarUnusedStat        = "unused_stat"
 )
 
 // loadGuard returns the embedded CollectionSpec for guard.
@@ -126,12 +143,13 @@ type guardSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardProgramSpecs struct {
-	GuardExec     *ebpf.ProgramSpec `ebpf:"guard_exec"`
-	GuardFileFree *ebpf.ProgramSpec `ebpf:"guard_file_free"`
-	GuardFork     *ebpf.ProgramSpec `ebpf:"guard_fork"`
-	GuardIoctl    *ebpf.ProgramSpec `ebpf:"guard_ioctl"`
-	GuardMmap     *ebpf.ProgramSpec `ebpf:"guard_mmap"`
-	GuardOpen     *ebpf.ProgramSpec `ebpf:"guard_open"`
+	GuardExec        *ebpf.ProgramSpec `ebpf:"guard_exec"`
+	GuardFileFree    *ebpf.ProgramSpec `ebpf:"guard_file_free"`
+	GuardFork        *ebpf.ProgramSpec `ebpf:"guard_fork"`
+	GuardIoctl       *ebpf.ProgramSpec `ebpf:"guard_ioctl"`
+	GuardIoctlCompat *ebpf.ProgramSpec `ebpf:"guard_ioctl_compat"`
+	GuardMmap        *ebpf.ProgramSpec `ebpf:"guard_mmap"`
+	GuardOpen        *ebpf.ProgramSpec `ebpf:"guard_open"`
 }
 
 // guardMapSpecs contains maps before they are loaded into the kernel.
@@ -141,6 +159,7 @@ type guardMapSpecs struct {
 	Config      *ebpf.MapSpec `ebpf:"config"`
 	Events      *ebpf.MapSpec `ebpf:"events"`
 	GsFiles     *ebpf.MapSpec `ebpf:"gs_files"`
+	LedgerDirs  *ebpf.MapSpec `ebpf:"ledger_dirs"`
 	Majors      *ebpf.MapSpec `ebpf:"majors"`
 	Procs       *ebpf.MapSpec `ebpf:"procs"`
 	Stats       *ebpf.MapSpec `ebpf:"stats"`
@@ -181,6 +200,7 @@ type guardMaps struct {
 	Config      *ebpf.Map `ebpf:"config"`
 	Events      *ebpf.Map `ebpf:"events"`
 	GsFiles     *ebpf.Map `ebpf:"gs_files"`
+	LedgerDirs  *ebpf.Map `ebpf:"ledger_dirs"`
 	Majors      *ebpf.Map `ebpf:"majors"`
 	Procs       *ebpf.Map `ebpf:"procs"`
 	Stats       *ebpf.Map `ebpf:"stats"`
@@ -192,6 +212,7 @@ func (m *guardMaps) Close() error {
 		m.Config,
 		m.Events,
 		m.GsFiles,
+		m.LedgerDirs,
 		m.Majors,
 		m.Procs,
 		m.Stats,
@@ -214,12 +235,13 @@ type guardVariables struct {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardPrograms struct {
-	GuardExec     *ebpf.Program `ebpf:"guard_exec"`
-	GuardFileFree *ebpf.Program `ebpf:"guard_file_free"`
-	GuardFork     *ebpf.Program `ebpf:"guard_fork"`
-	GuardIoctl    *ebpf.Program `ebpf:"guard_ioctl"`
-	GuardMmap     *ebpf.Program `ebpf:"guard_mmap"`
-	GuardOpen     *ebpf.Program `ebpf:"guard_open"`
+	GuardExec        *ebpf.Program `ebpf:"guard_exec"`
+	GuardFileFree    *ebpf.Program `ebpf:"guard_file_free"`
+	GuardFork        *ebpf.Program `ebpf:"guard_fork"`
+	GuardIoctl       *ebpf.Program `ebpf:"guard_ioctl"`
+	GuardIoctlCompat *ebpf.Program `ebpf:"guard_ioctl_compat"`
+	GuardMmap        *ebpf.Program `ebpf:"guard_mmap"`
+	GuardOpen        *ebpf.Program `ebpf:"guard_open"`
 }
 
 func (p *guardPrograms) Close() error {
@@ -228,6 +250,7 @@ func (p *guardPrograms) Close() error {
 		p.GuardFileFree,
 		p.GuardFork,
 		p.GuardIoctl,
+		p.GuardIoctlCompat,
 		p.GuardMmap,
 		p.GuardOpen,
 	)

@@ -152,8 +152,10 @@ func child(what string) int {
 		case "fork-open":
 			say("fork-open", "/dev/nvidiactl", forkOpen("/dev/nvidiactl"))
 		default:
-			fmt.Fprintf(out, "bad step %q\n", step)
-			return 1
+			if !fileStep(step, say) { // guest_file_test.go's
+				fmt.Fprintf(out, "bad step %q\n", step)
+				return 1
+			}
 		}
 	}
 	return 0
@@ -246,6 +248,23 @@ type guest struct {
 // setup loads the stand-in driver, makes the device nodes, a vGPU cgroup
 // and a plain one.
 func setup(t *testing.T) *guest {
+	stubNodes(t)
+	g := &guest{t: t}
+	var err error
+	g.admin, err = kmod.Open("")
+	require.NoError(t, err)
+	t.Cleanup(func() { g.admin.Close() })
+	require.NoError(t, g.admin.SetCard(kmod.Card{Card: guestCard, Policy: kmod.PolicyNative, MaxInst: 20}))
+	g.vgpu, g.idV = cgroup(t, "guardV")
+	g.plain, _ = cgroup(t, "guardP")
+	g.vid, err = g.admin.CreateVGPU(kmod.VGPU{Card: guestCard, CgroupID: g.idV, MemCap: vgpuCap, Mode: kmod.ModeMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { g.admin.DestroyVGPU(guestCard, g.vid) })
+	return g
+}
+
+// stubNodes loads the stand-in driver and makes the device nodes.
+func stubNodes(t *testing.T) {
 	testenv.InGuest(t)
 	if _, err := os.Stat("/sys/kernel/security/lsm"); err != nil {
 		require.NoError(t, unix.Mount("securityfs", "/sys/kernel/security", "securityfs", 0, ""))
@@ -262,17 +281,6 @@ func setup(t *testing.T) *guest {
 		require.NoError(t, unix.Mknod(n.path, unix.S_IFCHR|0o666, int(unix.Mkdev(major, n.minor))))
 		t.Cleanup(func() { os.Remove(n.path) })
 	}
-	g := &guest{t: t}
-	g.admin, err = kmod.Open("")
-	require.NoError(t, err)
-	t.Cleanup(func() { g.admin.Close() })
-	require.NoError(t, g.admin.SetCard(kmod.Card{Card: guestCard, Policy: kmod.PolicyNative, MaxInst: 20}))
-	g.vgpu, g.idV = cgroup(t, "guardV")
-	g.plain, _ = cgroup(t, "guardP")
-	g.vid, err = g.admin.CreateVGPU(kmod.VGPU{Card: guestCard, CgroupID: g.idV, MemCap: vgpuCap, Mode: kmod.ModeMemory})
-	require.NoError(t, err)
-	t.Cleanup(func() { g.admin.DestroyVGPU(guestCard, g.vid) })
-	return g
 }
 
 func majorOf(t *testing.T, procDevices, name string) uint32 {

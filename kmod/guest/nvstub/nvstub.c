@@ -2,10 +2,11 @@
 /*
  * A stand-in for NVIDIA's device nodes in the guest, for the eBPF guard's
  * test (pkg/guard): character devices of the NVIDIA majors whose open,
- * ioctl and mmap answer 0, so that the only refusal a test process can
- * meet is the guard's. Major 195 as the real driver ("nvidia", minors
- * 0-255: /dev/nvidia<N>, nvidiactl 255), and "nvidia-uvm" and
- * "nvidia-caps" at dynamic majors, as their drivers register them.
+ * ioctl (64- and 32-bit) and mmap succeed, so that the only refusal a test
+ * process can meet is the guard's. Major 195 as the real driver
+ * ("nvidia", minors 0-255: /dev/nvidia<N>, nvidiactl 255), and
+ * "nvidia-uvm" and "nvidia-caps" at dynamic majors, as their drivers
+ * register them.
  */
 #include <linux/fs.h>
 #include <linux/mm.h>
@@ -31,10 +32,16 @@ static int nvstub_mmap(struct file *file, struct vm_area_struct *vma)
 	return 0;
 }
 
+/*
+ * 32-bit processes' ioctls reach the same handler, as NVIDIA's frontend
+ * (nv-frontend.c) sets .compat_ioctl on x86-64: the guard's test issues
+ * them through the i386 system call table (file_ioctl_compat).
+ */
 static const struct file_operations nvstub_fops = {
 	.owner = THIS_MODULE,
 	.open = nvstub_open,
 	.unlocked_ioctl = nvstub_ioctl,
+	.compat_ioctl = nvstub_ioctl,
 	.mmap = nvstub_mmap,
 	.llseek = noop_llseek,
 };

@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0
 /*
  * The guard: refuses the NVIDIA device nodes to processes of vGPU cgroups
- * that are not attached to their vGPU through gpuslice.ko.
+ * that are not attached to their vGPU.
  *
  * A use is guarded when the file is a character device of a guarded major
  * (the majors map, filled from /proc/devices by the loader) and the
  * calling process's cgroup, or an ancestor of it, is in the vgpu_cgroups
  * map. It is allowed when the process (its thread group: the state lives
- * on the group leader) issued an ATTACH on an open /dev/gpuslice that is
- * still open and whose ATTACH succeeded, which the module's record of the
- * file says (uapi/gpuslice_guard.h). Opening, ioctl and mmap are all
+ * on the group leader) holds a file that proves it attached:
+ *
+ *  - module mode: an open /dev/gpuslice on which it issued an ATTACH that
+ *    succeeded, which the module's record of the file says
+ *    (uapi/gpuslice_guard.h);
+ *  - file mode (no module): an open regular file it opened directly inside
+ *    its own vGPU cgroup's ledger directory (the ledger_dirs map, filled
+ *    by the agent).
+ *
+ * Opening, ioctl (64- and 32-bit) and mmap are all
  * checked, so that a descriptor passed over a unix socket or inherited
  * across exec carries nothing past the guard. exec forgets the
  * attachment (the new image must ATTACH again); fork copies it (the child
@@ -64,18 +71,30 @@ struct {
 } stats SEC(".maps");
 
 /*
- * Open /dev/gpuslice files that saw an ATTACH, by address -> a cookie.
- * An entry goes when its file is freed, so a recorded (address, cookie)
- * pair found here is a live file, never a later one at the same address.
+ * Ledger directories of vGPU containers (file mode), by the kernel's
+ * (device, inode) -> the cgroup id of the container they belong to.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GUARD_MAX_LEDGER_DIRS);
+	__type(key, struct guard_dir);
+	__type(value, __u64);
+} ledger_dirs SEC(".maps");
+
+/*
+ * Open files that may prove an attachment (a /dev/gpuslice that saw an
+ * ATTACH, a ledger file), by address -> a cookie and their kind. An entry
+ * goes when its file is freed, so a recorded (address, cookie) pair found
+ * here is a live file, never a later one at the same address.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GUARD_MAX_FILES);
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, struct guard_file);
 } gs_files SEC(".maps");
 
-/* Per thread group (on its leader): the /dev/gpuslice files it attached. */
+/* Per thread group (on its leader): the files that may prove it attached. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -171,20 +190,24 @@ static __always_inline struct task_struct *leader(void)
 	return bpf_get_current_task_btf()->group_leader;
 }
 
-/* Whether one recorded file is live and attached. */
+/* Whether one recorded file is live and proves the attachment. */
 static __always_inline bool slot_attached(struct guard_proc *p, int i)
 {
 	struct gpuslice_guard_word w = {};
+	struct guard_file *f;
 	struct file *file;
-	__u64 key, *cookie;
+	__u64 key;
 	void *rec;
 
 	key = p->file[i];
 	if (!key)
 		return false;
-	cookie = bpf_map_lookup_elem(&gs_files, &key);
-	if (!cookie || *cookie != p->cookie[i])
+	f = bpf_map_lookup_elem(&gs_files, &key);
+	if (!f || f->cookie != p->cookie[i])
 		return false;
+	/* Opened in the process's own ledger directory: that is the proof. */
+	if (f->kind == GUARD_FILE_LEDGER)
+		return true;
 	file = (struct file *)key;
 	rec = BPF_CORE_READ(file, private_data);
 	if (!rec || bpf_probe_read_kernel(&w, sizeof(w), rec))
@@ -240,26 +263,31 @@ static __always_inline int check(struct file *file, __u32 hook)
 	return -EPERM;
 }
 
-/* An ATTACH on file is coming: remember the file for the caller's group. */
-static __always_inline void record(struct file *file)
+/*
+ * An ATTACH on file is coming, or file was opened in the caller's ledger
+ * directory (kind): remember the file for the caller's group.
+ */
+static __always_inline void record(struct file *file, __u32 kind)
 {
-	__u64 key = (__u64)file, cookie, *have;
+	struct guard_file f = { .kind = kind }, *have;
+	__u64 key = (__u64)file, cookie;
 	struct guard_proc *p;
 	int i, free = -1;
 
 	have = bpf_map_lookup_elem(&gs_files, &key);
 	if (have) {
-		cookie = *have;
+		cookie = have->cookie;
 	} else {
 		cookie = __sync_fetch_and_add(&next_cookie, 1) + 1;
-		if (bpf_map_update_elem(&gs_files, &key, &cookie, BPF_NOEXIST)) {
+		f.cookie = cookie;
+		if (bpf_map_update_elem(&gs_files, &key, &f, BPF_NOEXIST)) {
 			/* Full, or another thread's record won: look again. */
 			have = bpf_map_lookup_elem(&gs_files, &key);
 			if (!have) {
 				count(GUARD_STAT_FILES_FULL);
 				return;
 			}
-			cookie = *have;
+			cookie = have->cookie;
 		}
 	}
 	p = bpf_task_storage_get(&procs, leader(), 0,
@@ -272,7 +300,7 @@ static __always_inline void record(struct file *file)
 		if (free < 0 && !slot_attached(p, i))
 			free = i;
 	}
-	/* Every slot holds a live attached file: this one replaces the oldest. */
+	/* Every slot holds a live proving file: this one replaces the oldest. */
 	if (free < 0)
 		free = p->next++ % GUARD_PROC_FILES;
 	if (free >= 0 && free < GUARD_PROC_FILES) {
@@ -281,12 +309,68 @@ static __always_inline void record(struct file *file)
 	}
 }
 
+/*
+ * The vGPU cgroup whose ledger directory holds file directly (file is in
+ * it, not in a directory below it), or 0: the directory is the file's
+ * parent dentry, the one the open's path went through (a bind mount of
+ * the directory shares its dentries; a symlink's target is looked up, not
+ * the link).
+ */
+static __always_inline __u64 ledger_owner(struct file *file)
+{
+	struct guard_dir key = {};
+	struct inode *dir;
+	__u64 *owner;
+
+	dir = BPF_CORE_READ(file, f_path.dentry, d_parent, d_inode);
+	if (!dir)
+		return 0;
+	key.ino = BPF_CORE_READ(dir, i_ino);
+	key.dev = BPF_CORE_READ(dir, i_sb, s_dev);
+	owner = bpf_map_lookup_elem(&ledger_dirs, &key);
+	return owner ? *owner : 0;
+}
+
+/*
+ * A regular file opened: if it is in the ledger directory of the caller's
+ * own vGPU cgroup, it proves the caller asked for its vGPU (file mode).
+ * Another container's directory proves nothing, even where a process can
+ * reach it.
+ */
+static __always_inline void ledger_open(struct file *file)
+{
+	__u64 owner, vgpu = 0, own = 0;
+
+	/* The map lookup first: most opens leave here, before the cgroup walk. */
+	owner = ledger_owner(file);
+	if (owner && vgpu_cgroup(&vgpu, &own) && vgpu == owner)
+		record(file, GUARD_FILE_LEDGER);
+}
+
 SEC("lsm/file_open")
 int BPF_PROG(guard_open, struct file *file, int ret)
 {
+	struct inode *inode;
+
 	if (ret)
 		return ret;
+	inode = BPF_CORE_READ(file, f_inode);
+	if (inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG) {
+		ledger_open(file);
+		return 0;
+	}
 	return check(file, GUARD_HOOK_OPEN);
+}
+
+/* file_ioctl and file_ioctl_compat: the same, but for what they report. */
+static __always_inline int ioctl_hook(struct file *file, unsigned int cmd,
+				      __u32 hook)
+{
+	if (cmd == gs_attach_cmd && is_gpuslice(file)) {
+		record(file, GUARD_FILE_ATTACH);
+		return 0;
+	}
+	return check(file, hook);
 }
 
 SEC("lsm/file_ioctl")
@@ -295,11 +379,22 @@ int BPF_PROG(guard_ioctl, struct file *file, unsigned int cmd,
 {
 	if (ret)
 		return ret;
-	if (cmd == gs_attach_cmd && is_gpuslice(file)) {
-		record(file);
-		return 0;
-	}
-	return check(file, GUARD_HOOK_IOCTL);
+	return ioctl_hook(file, cmd, GUARD_HOOK_IOCTL);
+}
+
+/*
+ * A 32-bit process's ioctl (compat_sys_ioctl) goes through this hook, not
+ * file_ioctl, on kernels that have it (6.8 on, and the stable kernels it
+ * was backported to: Debian 12's 6.1 has it). The loader leaves it out
+ * where the kernel has no such hook; there compat ioctls pass file_ioctl.
+ */
+SEC("lsm/file_ioctl_compat")
+int BPF_PROG(guard_ioctl_compat, struct file *file, unsigned int cmd,
+	     unsigned long arg, int ret)
+{
+	if (ret)
+		return ret;
+	return ioctl_hook(file, cmd, GUARD_HOOK_IOCTL_COMPAT);
 }
 
 SEC("lsm/mmap_file")
@@ -311,13 +406,19 @@ int BPF_PROG(guard_mmap, struct file *file, unsigned long reqprot,
 	return check(file, GUARD_HOOK_MMAP);
 }
 
-/* A freed /dev/gpuslice file: its address may come back as another file. */
+/*
+ * A freed recorded file: its address may come back as another file. Every
+ * freed file is looked up, not only those that look like one of ours now:
+ * a ledger file may have been renamed, or its directory unregistered,
+ * since it was recorded.
+ */
 SEC("lsm/file_free_security")
 int BPF_PROG(guard_file_free, struct file *file)
 {
 	__u64 key = (__u64)file;
 
-	if (is_gpuslice(file))
+	/* A lookup (no lock) first: most freed files were never recorded. */
+	if (bpf_map_lookup_elem(&gs_files, &key))
 		bpf_map_delete_elem(&gs_files, &key);
 	return 0;
 }
@@ -331,7 +432,7 @@ int BPF_PROG(guard_exec, struct linux_binprm *bprm)
 	return 0;
 }
 
-/* fork: the child shares its parent's attached files, and so the state. */
+/* fork: the child shares its parent's proving files, and so the state. */
 SEC("lsm/task_alloc")
 int BPF_PROG(guard_fork, struct task_struct *task, unsigned long clone_flags,
 	     int ret)

@@ -10,19 +10,27 @@
 #define GUARD_MAX_MAJORS	64
 #define GUARD_MAX_FILES		65536
 #define GUARD_MAX_LEVELS	32	/* cgroup depth looked at */
-#define GUARD_PROC_FILES	4	/* /dev/gpuslice files per process */
+#define GUARD_MAX_LEDGER_DIRS	GUARD_MAX_CGROUPS	/* one per vGPU container */
+#define GUARD_PROC_FILES	4	/* proving files per process */
 #define GUARD_EVENTS_BYTES	(256 * 1024)
 
 enum guard_hook {
 	GUARD_HOOK_OPEN = 1,
 	GUARD_HOOK_IOCTL = 2,
 	GUARD_HOOK_MMAP = 3,
+	GUARD_HOOK_IOCTL_COMPAT = 4,	/* a 32-bit ioctl (file_ioctl_compat) */
+};
+
+/* What a recorded file proves by (gs_files). */
+enum guard_file_kind {
+	GUARD_FILE_ATTACH = 1,	/* /dev/gpuslice: ATTACH, if its guard word says so */
+	GUARD_FILE_LEDGER = 2,	/* a file of the process's own ledger directory */
 };
 
 enum guard_stat {
 	GUARD_STAT_LOST_EVENTS,	/* refusals the ring buffer had no room for */
 	GUARD_STAT_BAD_MAGIC,	/* a /dev/gpuslice record without the magic */
-	GUARD_STAT_FILES_FULL,	/* ATTACHes not recorded: gs_files full */
+	GUARD_STAT_FILES_FULL,	/* ATTACHes, ledger opens not recorded: gs_files full */
 	GUARD_STAT_MAX,
 };
 
@@ -32,6 +40,19 @@ struct guard_cgroup {
 
 struct guard_config {
 	__u32 gs_dev;		/* kernel dev_t of /dev/gpuslice */
+	__u32 pad;
+};
+
+/* A ledger directory (file mode), as the kernel names it. */
+struct guard_dir {
+	__u64 ino;
+	__u32 dev;		/* kernel dev_t of its superblock */
+	__u32 pad;
+};
+
+struct guard_file {
+	__u64 cookie;
+	__u32 kind;		/* enum guard_file_kind */
 	__u32 pad;
 };
 

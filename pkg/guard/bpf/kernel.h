@@ -49,18 +49,35 @@ enum {
 #define EPERM		1
 #define S_IFMT		00170000
 #define S_IFCHR		0020000
+#define S_IFREG		0100000
 #define CLONE_THREAD	0x00010000
 
 /* The kernel's dev_t (include/linux/kdev_t.h), not user space's. */
 #define MINORBITS	20
 #define MAJOR(dev)	((__u32)((dev) >> MINORBITS))
 
+struct super_block {
+	dev_t s_dev;
+} __attribute__((preserve_access_index));
+
 struct inode {
 	umode_t i_mode;
 	dev_t i_rdev;
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct dentry {
+	struct dentry *d_parent;
+	struct inode *d_inode;
+} __attribute__((preserve_access_index));
+
+struct path {
+	struct dentry *dentry;
 } __attribute__((preserve_access_index));
 
 struct file {
+	struct path f_path;
 	struct inode *f_inode;
 	void *private_data;
 } __attribute__((preserve_access_index));
