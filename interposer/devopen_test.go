@@ -60,10 +60,11 @@ func TestDevOpenMode(t *testing.T) {
 	}
 }
 
-// Nothing attaches where there is nothing to attach to: the no-module
-// mode (no ledger is opened either: attaching is the module's), the
-// default mode without /dev/gpuslice, and a process without a cap.
-func TestDevOpenNoAttach(t *testing.T) {
+// In the no-module mode (and the default mode without /dev/gpuslice) an
+// open of a path under /dev/nvidia opens the card's ledger file first: an
+// open file of the container's ledger directory is the guard's proof there
+// (pkg/guard, the file mode). Another path opens none.
+func TestDevOpenFileLedgerFirst(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name string
@@ -71,18 +72,35 @@ func TestDevOpenNoAttach(t *testing.T) {
 	}{
 		{"file", []string{"GPUSLICE_ENFORCE", "file"}},
 		{"auto", nil},
-		{"no cap", []string{"GPUSLICE_ENFORCE", "module", "GPU_CONTAINER_MEM", "", "GPU_IDX", ""}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			m := newMachine(t, c.kv...)
+			r := m.ok("devopen", "open", "/dev/null")
+			assert.Equal(t, "1", r.kv()["ok"], "%s", r)
+			_, err := os.Stat(m.ledgerPath(0))
+			assert.ErrorIs(t, err, os.ErrNotExist, "no ledger opened for /dev/null")
 			for _, how := range openCalls {
 				r := m.ok("devopen", how, "/dev/nvidia-gstest")
 				assert.Equal(t, "0", r.kv()["ok"], "%s: %s", how, r)
-				assert.Empty(t, r.lines("gpuslice["), "%s: %s", how, r)
+				assert.Equal(t, errnoOf(syscall.ENOENT), r.kv()["errno"], "%s: the open's own errno: %s", how, r)
+				_, err := os.Stat(m.ledgerPath(0))
+				assert.NoError(t, err, "%s: the ledger opened first", how)
 			}
-			_, err := os.Stat(m.ledgerPath(0))
-			assert.ErrorIs(t, err, os.ErrNotExist, "no ledger was opened")
 		})
 	}
+}
+
+// Nothing attaches where there is nothing to attach to: a process without
+// a cap.
+func TestDevOpenNoAttach(t *testing.T) {
+	t.Parallel()
+	m := newMachine(t, "GPUSLICE_ENFORCE", "module", "GPU_CONTAINER_MEM", "", "GPU_IDX", "")
+	for _, how := range openCalls {
+		r := m.ok("devopen", how, "/dev/nvidia-gstest")
+		assert.Equal(t, "0", r.kv()["ok"], "%s: %s", how, r)
+		assert.Empty(t, r.lines("gpuslice["), "%s: %s", how, r)
+	}
+	_, err := os.Stat(m.ledgerPath(0))
+	assert.ErrorIs(t, err, os.ErrNotExist, "no ledger was opened")
 }

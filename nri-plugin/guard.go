@@ -10,11 +10,9 @@ import (
 	"github.com/gpuslice/gpuslice/pkg/status"
 )
 
-// errNoModuleProof is why the guard does not run without gpuslice.ko:
-// its proof that a process is attached to its vGPU is the module's ATTACH.
-var errNoModuleProof = errors.New("the guard proves that a process is attached to its vGPU through " +
-	"gpuslice.ko's ATTACH, which the no-module mode (enforcement: file) does not have: " +
-	"load gpuslice.ko (enforcement: module or auto), or set guard: optional to run vGPU containers unguarded")
+// errNoCgroupV2 is why the guard cannot run on a host without cgroup v2.
+var errNoCgroupV2 = errors.New("no cgroup v2 hierarchy is mounted: the guard identifies containers by their " +
+	"cgroup v2 id (boot with systemd.unified_cgroup_hierarchy=1, or set guard: optional to run vGPU containers unguarded)")
 
 // guardSetup is the node's guard as the configuration asked for it.
 type guardSetup struct {
@@ -25,12 +23,15 @@ type guardSetup struct {
 	status status.Guard
 }
 
-// loadGuard loads the eBPF guard (pkg/guard) as cfg.Guard asks, in the
-// agent's enforcement mode, and logs how it stands. The guard's programs
+// loadGuard loads the eBPF guard (pkg/guard) as cfg.Guard asks, in either
+// enforcement mode, and logs how it stands. The guard's programs
 // stay in the kernel while the agent runs (its links are the agent's):
 // a stopped agent leaves the GPU unguarded, and a restarted one guards
 // its containers again from its state (agent.New).
-func loadGuard(cfg *config.Config, enforce string, load func() (*guard.Guard, error), log *slog.Logger) guardSetup {
+//
+// The guard knows containers by their cgroup v2 id: without the host's
+// cgroup v2 hierarchy (cgroupRoot "") it cannot run.
+func loadGuard(cfg *config.Config, cgroupRoot string, load func() (*guard.Guard, error), log *slog.Logger) guardSetup {
 	s := guardSetup{status: status.Guard{Mode: string(cfg.Guard)}}
 	if cfg.Guard == config.GuardOff {
 		s.status.State = status.GuardOff
@@ -39,10 +40,10 @@ func loadGuard(cfg *config.Config, enforce string, load func() (*guard.Guard, er
 		return s
 	}
 	var err error
-	if enforce == agent.EnforceModule {
-		s.g, err = load()
+	if cgroupRoot == "" {
+		err = errNoCgroupV2
 	} else {
-		err = errNoModuleProof
+		s.g, err = load()
 	}
 	if err == nil {
 		s.status.State = status.GuardOn

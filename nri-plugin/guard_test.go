@@ -21,24 +21,24 @@ func TestLoadGuard(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		mode    config.GuardMode
-		enforce string
+		cgroup  string // the host's cgroup v2 root, "" none
 		loadErr error
 		state   string
 		refused bool
 		reason  string // in the status's reason
 		log     string
 	}{
-		{"required, loads", config.GuardRequired, agent.EnforceModule, nil, status.GuardOn, false, "", "the eBPF guard is on"},
-		{"required, no BPF LSM", config.GuardRequired, agent.EnforceModule, noLSM, status.GuardUnavailable, true,
+		{"required, loads", config.GuardRequired, "/sys/fs/cgroup", nil, status.GuardOn, false, "", "the eBPF guard is on"},
+		{"required, no BPF LSM", config.GuardRequired, "/sys/fs/cgroup", noLSM, status.GuardUnavailable, true,
 			"BPF LSM is not active", "containers asking for a vGPU are refused"},
-		{"required, no module", config.GuardRequired, agent.EnforceFile, nil, status.GuardUnavailable, true,
-			"enforcement: file", "containers asking for a vGPU are refused"},
-		{"optional, loads", config.GuardOptional, agent.EnforceModule, nil, status.GuardOn, false, "", "the eBPF guard is on"},
-		{"optional, no BPF LSM", config.GuardOptional, agent.EnforceModule, noLSM, status.GuardUnavailable, false,
+		{"required, no cgroup v2", config.GuardRequired, "", nil, status.GuardUnavailable, true,
+			"no cgroup v2 hierarchy", "containers asking for a vGPU are refused"},
+		{"optional, loads", config.GuardOptional, "/sys/fs/cgroup", nil, status.GuardOn, false, "", "the eBPF guard is on"},
+		{"optional, no BPF LSM", config.GuardOptional, "/sys/fs/cgroup", noLSM, status.GuardUnavailable, false,
 			"BPF LSM is not active", "vGPU containers run without it"},
-		{"optional, no module", config.GuardOptional, agent.EnforceFile, nil, status.GuardUnavailable, false,
-			"enforcement: file", "vGPU containers run without it"},
-		{"off", config.GuardOff, agent.EnforceModule, nil, status.GuardOff, false, "guard: off", "the eBPF guard is off"},
+		{"optional, no cgroup v2", config.GuardOptional, "", nil, status.GuardUnavailable, false,
+			"no cgroup v2 hierarchy", "vGPU containers run without it"},
+		{"off", config.GuardOff, "/sys/fs/cgroup", nil, status.GuardOff, false, "guard: off", "the eBPF guard is off"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()
@@ -52,7 +52,7 @@ func TestLoadGuard(t *testing.T) {
 				return &guard.Guard{}, nil
 			}
 			var logs bytes.Buffer
-			s := loadGuard(&cfg, tc.enforce, load, slog.New(slog.NewTextHandler(&logs, nil)))
+			s := loadGuard(&cfg, tc.cgroup, load, slog.New(slog.NewTextHandler(&logs, nil)))
 			assert.Equal(t, string(tc.mode), s.status.Mode)
 			assert.Equal(t, tc.state, s.status.State)
 			assert.Equal(t, tc.refused, s.refuse != nil, "refused: %v", s.refuse)
@@ -64,7 +64,7 @@ func TestLoadGuard(t *testing.T) {
 			}
 			assert.Contains(t, logs.String(), tc.log)
 			wantLoads := 0
-			if tc.mode != config.GuardOff && tc.enforce == agent.EnforceModule {
+			if tc.mode != config.GuardOff && tc.cgroup != "" {
 				wantLoads = 1
 			}
 			assert.Equal(t, wantLoads, loads, "loads")

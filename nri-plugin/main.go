@@ -222,7 +222,7 @@ func newAgent(cfg *config.Config, log *slog.Logger) (*agent.Agent, guardSetup, e
 	if err != nil {
 		return nil, guardSetup{}, err
 	}
-	g := loadGuard(cfg, opts.Enforce, guard.Load, log)
+	g := loadGuard(cfg, opts.Layout.CgroupRoot, guard.Load, log)
 	g.apply(&opts)
 	a, err := agent.New(opts)
 	if err != nil && g.g != nil {
@@ -272,6 +272,9 @@ func agentOptions(cfg *config.Config, log *slog.Logger) (agent.Options, error) {
 		if opts.Layout.CgroupRoot, err = agent.CgroupV2Root(); err != nil {
 			return opts, err
 		}
+	} else if cfg.Guard != config.GuardOff {
+		// The guard's (file mode): without it, loadGuard says why.
+		opts.Layout.CgroupRoot, _ = agent.CgroupV2Root()
 	}
 	log.Info("gpuslice node agent", "cards", len(cards), "enforcement", opts.Enforce,
 		"placement", strategy, "state", store.Path(), "guard", cfg.Guard)

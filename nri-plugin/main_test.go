@@ -104,8 +104,12 @@ func TestObservability(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	resp.Body.Close()
 	assert.Equal(t, "file", st.Enforce)
-	// No module: no guard, and it says so.
-	assert.Equal(t, &status.Guard{Mode: "optional", State: status.GuardUnavailable, Reason: errNoModuleProof.Error()}, st.Guard)
+	// This host cannot run the guard (no BPF LSM, or no cgroup v2 for
+	// it), and the status says so.
+	require.NotNil(t, st.Guard)
+	assert.Equal(t, "optional", st.Guard.Mode)
+	assert.Equal(t, status.GuardUnavailable, st.Guard.State)
+	assert.NotEmpty(t, st.Guard.Reason)
 	require.Len(t, st.Cards, 1)
 	assert.Nil(t, st.Cards[0].Healthy)
 	require.Len(t, st.Problems, 1)

@@ -200,8 +200,8 @@ void gs_cards_attach(void)
 		todo |= !__atomic_load_n(&c->ledger, __ATOMIC_ACQUIRE) &&
 			!c->open_failed;
 	}
-	/* Done (or failed) already: no access() of the device per open. */
-	if (!todo || !gs_use_module())
+	/* Done (or failed) already: nothing more per open. */
+	if (!todo)
 		return;
 	for (int i = 0; i < cfg->ncards; i++)
 		gs_card_ledger(card_at(i));

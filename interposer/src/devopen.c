@@ -11,16 +11,18 @@
  * any call the shim wraps. So libc's open family is wrapped here: an open
  * of a path under /dev/nvidia (nvidiactl, nvidia<N>, nvidia-uvm,
  * nvidia-uvm-tools, nvidia-modeset, nvidia-caps/...) first attaches the
- * process to every card of its configuration, in module mode, through
- * gs_card_ledger (so that the ledger is the one later allocations use),
- * and then opens.
+ * process to every card of its configuration through gs_card_ledger (so
+ * that the ledger is the one later allocations use), and then opens. In
+ * module mode that is an ATTACH on /dev/gpuslice; in file mode the open
+ * of the card's ledger file in the container's ledger directory, which is
+ * the guard's proof there.
  *
  * - Only on such an open: a process that never opens a node (a shell, a
  *   tool of the container) never attaches, and spends none of the vGPU's
  *   attached files (GPUSLICE_MAX_VGPU_FILES). Any other path costs a
  *   compare of its first bytes.
- * - Not in file mode, nor without a vGPU configured (no cap): there is
- *   nothing to attach to, and the guard is the module's.
+ * - Not without a vGPU configured (no cap): there is nothing to attach
+ *   to.
  * - An attach that fails does not stop the open, which the guard then
  *   refuses (fail closed); gs_card_ledger has said why, once. errno is the
  *   open's alone.

@@ -132,9 +132,9 @@ func New(opts Options) (*Agent, error) {
 		if err := a.configureCards(); err != nil {
 			return nil, err
 		}
-		if err := a.reconcileGuard(); err != nil {
-			return nil, err
-		}
+	}
+	if err := a.reconcileGuard(); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -243,6 +243,9 @@ func (a *Agent) allocate(pod *api.PodSandbox, ctr *api.Container, req *quota.Req
 // run yet. A failure fails the start: nothing runs unisolated.
 func (a *Agent) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	if a.opts.Enforce != EnforceModule {
+		if err := a.startFileContainer(ctr); err != nil {
+			return a.refuse(pod, ctr, err)
+		}
 		return nil
 	}
 	if uids := ClaimsOf(ctr.GetEnv()); len(uids) == 1 {
@@ -357,6 +360,9 @@ func (a *Agent) bindStarted(al state.Allocation, c *api.Container) {
 // card cannot pin capacity forever. a.mu held.
 func (a *Agent) release(al state.Allocation) {
 	a.unbind(al)
+	if al.Enforce == EnforceFile {
+		a.unguard(al)
+	}
 	a.removeLedgerDir(al)
 	if err := a.opts.Store.Delete(al.Container); err != nil {
 		a.opts.Log.Error("forgetting an allocation", "id", al.Container, "error", err)

@@ -88,5 +88,5 @@ func CgroupV2Root() (string, error) {
 			return f[4], nil
 		}
 	}
-	return "", fmt.Errorf("no cgroup v2 hierarchy is mounted: module mode identifies containers by their cgroup v2 id")
+	return "", fmt.Errorf("no cgroup v2 hierarchy is mounted: module mode and the eBPF guard identify containers by their cgroup v2 id")
 }

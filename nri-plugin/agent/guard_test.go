@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +23,8 @@ import (
 type fakeGuard struct {
 	mu        sync.Mutex
 	set       map[uint64]bool
+	dirs      map[string]uint64 // ledger directories: their cgroups
+	calls     []string          // "dir <path>" and "cgroup <id>", in order
 	refused   map[uint64]uint64
 	stats     guard.Stats
 	err       error // AddCgroup's answer
@@ -28,7 +32,28 @@ type fakeGuard struct {
 }
 
 func newFakeGuard() *fakeGuard {
-	return &fakeGuard{set: map[uint64]bool{}, refused: map[uint64]uint64{}}
+	return &fakeGuard{set: map[uint64]bool{}, dirs: map[string]uint64{}, refused: map[uint64]uint64{}}
+}
+
+func (g *fakeGuard) AddLedgerDir(path string, id uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dirs[path] = id
+	g.calls = append(g.calls, "dir "+path)
+	return nil
+}
+
+func (g *fakeGuard) RemoveLedgerDir(path string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.dirs, path)
+	return nil
+}
+
+func (g *fakeGuard) ledgerDirs() map[string]uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return maps.Clone(g.dirs)
 }
 
 // Refusals, as the guard's map: the guarded cgroups, each with its count.
@@ -55,6 +80,7 @@ func (g *fakeGuard) AddCgroup(id uint64) error {
 		return g.err
 	}
 	g.set[id] = true
+	g.calls = append(g.calls, fmt.Sprintf("cgroup %d", id))
 	return nil
 }
 
@@ -178,4 +204,54 @@ func TestLogRefusals(t *testing.T) {
 	assert.Contains(t, line, "pod="+al.Namespace+"/"+al.Pod+" container="+al.Name+" id=c1 ")
 	assert.Contains(t, line, "pid=4242 comm=python op=open device=195:255")
 	assert.Equal(t, 1, strings.Count(line, "eBPF guard refused"))
+}
+
+// File mode: a started container's ledger directory is registered as its
+// processes' proof, for its cgroup, and the cgroup guarded, before its
+// first process runs; a restarted agent's new guard learns both again
+// from the state, the directories first; the removal forgets both. A DRA
+// claim's pod cgroup is guarded at its first container's start.
+func TestFileGuard(t *testing.T) {
+	n := newNode(t, EnforceFile, cards16(1, 4)...)
+	n.opts.CgroupID = func(dir string) (uint64, error) { return uint64(len(dir)), nil }
+	g := newFakeGuard()
+	n.opts.Guard = g
+	n.restart(t)
+	_, err := n.create(t, "c1", map[string]string{"gpuslice.io/gpu-memory": "1Gi"})
+	require.NoError(t, err)
+	assert.Empty(t, g.cgroups(), "nothing guarded before the start")
+	require.NoError(t, n.agent.StartContainer(context.Background(), pod(nil), ctr("c1")))
+	al, _ := n.opts.Store.Get("c1")
+	id := uint64(len(filepath.Join(n.opts.Layout.CgroupRoot, "k8s.io", "c1")))
+	assert.Equal(t, id, al.CgroupID, "recorded in the state")
+	assert.Equal(t, map[uint64]bool{id: true}, g.cgroups())
+	assert.Equal(t, map[string]uint64{al.LedgerDir: id}, g.ledgerDirs())
+	assert.Equal(t, []string{"dir " + al.LedgerDir, fmt.Sprintf("cgroup %d", id)}, g.calls, "the proof before the guarding")
+
+	_, err = n.agent.PrepareClaim(claimReq("u1", 0, 1, 0))
+	require.NoError(t, err)
+	p := claimPod("pa", nil)
+	for _, c := range []string{"k1", "k2"} {
+		_, err = n.createIn(t, p, claimCtr(c, "pa", "u1"))
+		require.NoError(t, err)
+		require.NoError(t, n.agent.StartContainer(context.Background(), p, claimCtr(c, "pa", "u1")))
+	}
+	claim, _ := n.agent.Claim("u1")
+	podID := uint64(len(filepath.Join(n.opts.Layout.CgroupRoot, "kubepods/besteffort/podpa")))
+	assert.Equal(t, podID, claim.CgroupID, "the pod's cgroup")
+	assert.Equal(t, map[string]uint64{al.LedgerDir: id, claim.LedgerDir: podID}, g.ledgerDirs())
+
+	g = newFakeGuard()
+	n.opts.Guard = g
+	n.restart(t)
+	assert.Equal(t, map[uint64]bool{id: true, podID: true}, g.cgroups(), "guarded again from the state")
+	assert.Equal(t, map[string]uint64{al.LedgerDir: id, claim.LedgerDir: podID}, g.ledgerDirs())
+	require.Len(t, g.calls, 4)
+	assert.Equal(t, "dir", g.calls[0][:3])
+	assert.Equal(t, "dir", g.calls[1][:3], "every directory before any cgroup: %v", g.calls)
+
+	require.NoError(t, n.agent.RemoveContainer(context.Background(), pod(nil), ctr("c1")))
+	n.agent.UnprepareClaim("u1")
+	assert.Empty(t, g.cgroups())
+	assert.Empty(t, g.ledgerDirs())
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/gpuslice/gpuslice/pkg/guard"
 	"github.com/gpuslice/gpuslice/pkg/kmod"
 	"github.com/gpuslice/gpuslice/pkg/placement"
 	"github.com/gpuslice/gpuslice/pkg/state"
@@ -23,61 +22,6 @@ type KmodAdmin interface {
 	// SetUnseen sets the driver's bytes the vGPU's processes did not
 	// charge (the reconciliation, reconcile.go).
 	SetUnseen(card, id uint32, bytes uint64) error
-}
-
-// GuardAdmin is what the agent asks of the eBPF guard (*guard.Guard does
-// it; tests use a fake).
-type GuardAdmin interface {
-	AddCgroup(id uint64) error
-	RemoveCgroup(id uint64) error
-	// Refresh rereads the node's NVIDIA majors: nvidia-uvm and
-	// nvidia-caps register theirs when first loaded, which may be after
-	// the guard.
-	Refresh() error
-	// Refusals are the refused uses by guarded cgroup, for the status.
-	Refusals() (map[uint64]uint64, error)
-	// Stats are what the guard lost, for the status.
-	Stats() (guard.Stats, error)
-}
-
-var _ GuardAdmin = (*guard.Guard)(nil)
-
-// guardRefusal is why no vGPU may be given out: the guard the
-// configuration requires is not running (GuardErr).
-func (a *Agent) guardRefusal() error {
-	if a.opts.GuardErr == nil {
-		return nil
-	}
-	return fmt.Errorf("the node's eBPF guard is not running, and the configuration (guard: required) "+
-		"refuses vGPU containers without it: %w", a.opts.GuardErr)
-}
-
-// reconcileGuard adds the cgroup of every container bound to the module
-// to the guard: a guard loaded by a (re)started agent knows none.
-func (a *Agent) reconcileGuard() error {
-	if a.opts.Guard == nil {
-		return nil
-	}
-	for _, al := range a.opts.Store.All() {
-		if al.Enforce != EnforceModule || al.CgroupID == 0 || !bound(al) {
-			continue
-		}
-		if err := a.opts.Guard.AddCgroup(al.CgroupID); err != nil {
-			return fmt.Errorf("agent: guarding container %s's cgroup: %w", al.Container, err)
-		}
-	}
-	return nil
-}
-
-// cgroupBoundElsewhere says whether another allocation bound to the
-// module shares al's cgroup (it stays guarded for that one).
-func (a *Agent) cgroupBoundElsewhere(al state.Allocation) bool {
-	for _, o := range a.opts.Store.All() {
-		if o.Container != al.Container && o.CgroupID == al.CgroupID && bound(o) {
-			return true
-		}
-	}
-	return false
 }
 
 // bound says whether any of the allocation's vGPUs is in the module.
@@ -193,12 +137,7 @@ func (a *Agent) unbind(al state.Allocation) {
 	if al.Enforce != EnforceModule || a.opts.Kmod == nil {
 		return
 	}
-	if a.opts.Guard != nil && al.CgroupID != 0 && !a.cgroupBoundElsewhere(al) {
-		if err := a.opts.Guard.RemoveCgroup(al.CgroupID); err != nil {
-			a.opts.Log.Error("unguarding a container's cgroup", "container", al.Container,
-				"cgroup", al.CgroupID, "error", err)
-		}
-	}
+	a.unguard(al)
 	for _, v := range al.VGPUs {
 		if v.KmodID < 0 {
 			continue
@@ -275,28 +214,4 @@ func expandSlice(slice string) (string, error) {
 		prefix += "-"
 	}
 	return filepath.Join(dirs...), nil
-}
-
-// LogRefusals logs each refusal next returns (the guard's NextRefusal),
-// one line naming the container of the refused process's vGPU cgroup,
-// until next fails (the guard closed); it returns that error.
-func (a *Agent) LogRefusals(next func() (guard.Refusal, error)) error {
-	for {
-		r, err := next()
-		if err != nil {
-			return err
-		}
-		var who state.Allocation
-		for _, al := range a.opts.Store.All() {
-			if al.CgroupID == r.Cgroup && bound(al) {
-				who = al
-				break
-			}
-		}
-		a.opts.Log.Warn("the eBPF guard refused a GPU device to a process not attached to its vGPU "+
-			"(started without libgpuslice.so, or it cleared LD_PRELOAD)",
-			"pod", who.Namespace+"/"+who.Pod, "container", who.Name, "id", who.Container,
-			"pid", r.PID, "comm", r.Comm, "op", r.Op, "device", fmt.Sprintf("%d:%d", r.Major, r.Minor),
-			"cgroup", r.Cgroup)
-	}
 }
