@@ -112,8 +112,8 @@ the first time (read-write ones come first).
 {{- range $i, $d := $c.cdiSpecDirs -}}
 {{- $all = append $all (dict "name" (printf "cdi-%d" $i) "path" $d "type" "DirectoryOrCreate" "readOnly" true) -}}
 {{- end -}}
-{{- if ne $c.enforcement "file" -}}
-{{/* The host's cgroup hierarchy, whatever the runtime's cgroupns: the module's mode. */}}
+{{- if or (ne $c.enforcement "file") (ne ($c.guard | default "required") "off") -}}
+{{/* The host's cgroup hierarchy, whatever the runtime's cgroupns: the module's and the guard's. */}}
 {{- $all = append $all (dict "name" "cgroup" "path" "/sys/fs/cgroup" "type" "Directory" "readOnly" true) -}}
 {{- end -}}
 {{- if ne ($c.guard | default "required") "off" -}}
