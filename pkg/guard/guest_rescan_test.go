@@ -230,17 +230,8 @@ func TestGuestGuardRescanFile(t *testing.T) {
 	d, err := ReadDevices(ProcDevices, filepath.Join(t.TempDir(), "no-gpuslice"))
 	require.NoError(t, err)
 	require.Zero(t, d.Gpuslice)
-	a, idA := cgroup(t, "guardRA")
-	b, idB := cgroup(t, "guardRB")
-	subA := filepath.Join(a, "sub")
-	require.NoError(t, os.Mkdir(subA, 0o755))
-	defer os.Remove(subA)
-	root := t.TempDir()
-	la, lb := filepath.Join(root, "a"), filepath.Join(root, "b")
-	for _, dir := range []string{la, lb} {
-		require.NoError(t, os.Mkdir(dir, 0o777))
-		require.NoError(t, os.Chmod(dir, 0o1777))
-	}
+	c := twoContainers(t, "guardR")
+	a, b, subA, idA, idB, la, lb := c.a, c.b, c.subA, c.idA, c.idB, c.la, c.lb
 	ledgerA := "ledger=" + filepath.Join(la, "card0.ledger")
 	// The agent's order: its ledger directories, Rescan, its cgroups.
 	loadAgain := func(rescan bool) *Guard {
