@@ -19,7 +19,8 @@
 //
 // The programs stay attached while the Guard is open: the guard is on
 // exactly while the agent runs, and a restarted agent adds its vGPU
-// cgroups again from its state.
+// cgroups again from its state, after [Guard.Rescan] has recorded the
+// attachments its running processes made before the guard loaded.
 //
 // The kernel must have BTF and the BPF LSM active ([Supported] says what
 // to change when it does not). README.md explains the choice of hooks,

@@ -49,9 +49,16 @@ var optionalHooks = map[string]bool{"file_ioctl_compat": true}
 
 // dropMissingHooks removes from spec the programs of optional hooks that
 // kernel (the running kernel's BTF) lacks, and says which a required one
-// lacks: an LSM program attaches to the kernel function bpf_lsm_<hook>.
+// lacks: an LSM program attaches to the kernel function bpf_lsm_<hook>,
+// the rescan's iterator to bpf_iter_task_file (missingIter).
 func dropMissingHooks(spec *ebpf.CollectionSpec, kernel *btf.Spec) error {
 	for name, p := range spec.Programs {
+		if p.Type == ebpf.Tracing && p.AttachType == ebpf.AttachTraceIter {
+			if err := missingIter(kernel, p.AttachTo); err != nil {
+				return err
+			}
+			continue
+		}
 		if p.Type != ebpf.LSM {
 			continue
 		}

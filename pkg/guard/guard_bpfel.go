@@ -94,6 +94,7 @@ const (
 	guardProgGuardIoctlCompat = "guard_ioctl_compat"
 	guardProgGuardMmap        = "guard_mmap"
 	guardProgGuardOpen        = "guard_open"
+	guardProgGuardRescan      = "guard_rescan"
 	guardVarGsAttachCmd       = "gs_attach_cmd"
 	guardVarNextCookie        = "next_cookie"
 	guardVarUnusedEvent       = "unused_event"
@@ -150,6 +151,7 @@ type guardProgramSpecs struct {
 	GuardIoctlCompat *ebpf.ProgramSpec `ebpf:"guard_ioctl_compat"`
 	GuardMmap        *ebpf.ProgramSpec `ebpf:"guard_mmap"`
 	GuardOpen        *ebpf.ProgramSpec `ebpf:"guard_open"`
+	GuardRescan      *ebpf.ProgramSpec `ebpf:"guard_rescan"`
 }
 
 // guardMapSpecs contains maps before they are loaded into the kernel.
@@ -242,6 +244,7 @@ type guardPrograms struct {
 	GuardIoctlCompat *ebpf.Program `ebpf:"guard_ioctl_compat"`
 	GuardMmap        *ebpf.Program `ebpf:"guard_mmap"`
 	GuardOpen        *ebpf.Program `ebpf:"guard_open"`
+	GuardRescan      *ebpf.Program `ebpf:"guard_rescan"`
 }
 
 func (p *guardPrograms) Close() error {
@@ -253,6 +256,7 @@ func (p *guardPrograms) Close() error {
 		p.GuardIoctlCompat,
 		p.GuardMmap,
 		p.GuardOpen,
+		p.GuardRescan,
 	)
 }
 

@@ -66,6 +66,39 @@ func fileStep(step string, say func(op, path string, err error)) bool {
 	return true
 }
 
+// fileContainers are two vGPU containers of a file-mode node: their
+// cgroups (a sub-cgroup of the first too) and their ledger directories.
+type fileContainers struct {
+	a, b, subA string // cgroup directories
+	idA, idB   uint64
+	la, lb     string // ledger directories
+}
+
+// twoContainers makes them: cgroups prefix+"A" and prefix+"B", ledger
+// directories under a temporary directory (the guest's tmpfs).
+func twoContainers(t *testing.T, prefix string) fileContainers {
+	t.Helper()
+	var c fileContainers
+	c.a, c.idA = cgroup(t, prefix+"A")
+	c.b, c.idB = cgroup(t, prefix+"B")
+	c.subA = filepath.Join(c.a, "sub")
+	require.NoError(t, os.Mkdir(c.subA, 0o755))
+	t.Cleanup(func() { os.Remove(c.subA) })
+	root := t.TempDir()
+	c.la, c.lb = filepath.Join(root, "a"), filepath.Join(root, "b")
+	ledgerDir(t, c.la)
+	ledgerDir(t, c.lb)
+	return c
+}
+
+// ledgerDir makes a directory as the agent makes a container's ledger
+// directory: mode 1777, every process of the container writes there.
+func ledgerDir(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, os.Mkdir(dir, 0o777))
+	require.NoError(t, os.Chmod(dir, 0o1777))
+}
+
 func TestGuestGuardFile(t *testing.T) {
 	testenv.InGuest(t)
 	cmdline, err := os.ReadFile("/proc/cmdline")
@@ -96,19 +129,9 @@ func TestGuestGuardFile(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { gd.Close() }()
 
-	// Two vGPU containers, each with its ledger directory as the agent
-	// makes them (mode 1777), and a sub-cgroup of the first.
-	a, idA := cgroup(t, "guardFA")
-	b, idB := cgroup(t, "guardFB")
-	subA := filepath.Join(a, "sub")
-	require.NoError(t, os.Mkdir(subA, 0o755))
-	defer os.Remove(subA)
-	root := t.TempDir()
-	la, lb := filepath.Join(root, "a"), filepath.Join(root, "b")
-	for _, dir := range []string{la, lb, filepath.Join(la, "sub")} {
-		require.NoError(t, os.Mkdir(dir, 0o777))
-		require.NoError(t, os.Chmod(dir, 0o1777))
-	}
+	c := twoContainers(t, "guardF")
+	a, b, subA, idA, idB, la, lb := c.a, c.b, c.subA, c.idA, c.idB, c.la, c.lb
+	ledgerDir(t, filepath.Join(la, "sub"))
 	for dir, id := range map[string]uint64{la: idA, lb: idB} {
 		require.NoError(t, gd.AddCgroup(id))
 		require.NoError(t, gd.AddLedgerDir(dir, id))

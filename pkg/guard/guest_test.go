@@ -60,9 +60,11 @@ func child(what string) int {
 		var errno syscall.Errno
 		if err != nil && !errors.As(err, &errno) {
 			fmt.Fprintf(out, "%s %s %v\n", op, path, err)
-			return
+		} else {
+			fmt.Fprintf(out, "%s %s %d\n", op, path, int(errno))
 		}
-		fmt.Fprintf(out, "%s %s %d\n", op, path, int(errno))
+		// Each line as it comes: the parent may be waiting for it.
+		out.Flush()
 	}
 	steps := strings.Split(what, ",")
 	gs := -1
@@ -152,7 +154,7 @@ func child(what string) int {
 		case "fork-open":
 			say("fork-open", "/dev/nvidiactl", forkOpen("/dev/nvidiactl"))
 		default:
-			if !fileStep(step, say) { // guest_file_test.go's
+			if !fileStep(step, say) && !rescanStep(step, say) { // guest_file_test.go's, guest_rescan_test.go's
 				fmt.Fprintf(out, "bad step %q\n", step)
 				return 1
 			}

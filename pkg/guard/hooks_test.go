@@ -9,15 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// kernelWith is a kernel BTF that has the LSM hooks named (their
-// bpf_lsm_<hook> functions) and nothing else.
-func kernelWith(t *testing.T, hooks ...string) *btf.Spec {
+// kernelWith is a kernel BTF that has the functions named and nothing
+// else.
+func kernelWith(t *testing.T, funcs ...string) *btf.Spec {
 	t.Helper()
 	b, err := btf.NewBuilder(nil, nil)
 	require.NoError(t, err)
 	proto := &btf.FuncProto{Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed}}
-	for _, h := range hooks {
-		_, err := b.Add(&btf.Func{Name: "bpf_lsm_" + h, Type: proto, Linkage: btf.GlobalFunc})
+	for _, f := range funcs {
+		_, err := b.Add(&btf.Func{Name: f, Type: proto, Linkage: btf.GlobalFunc})
 		require.NoError(t, err)
 	}
 	s, err := b.Spec()
@@ -29,11 +29,23 @@ func kernelWith(t *testing.T, hooks ...string) *btf.Spec {
 var allHooks = []string{"bprm_committed_creds", "file_free_security", "file_ioctl",
 	"file_ioctl_compat", "file_open", "mmap_file", "task_alloc"}
 
-func programs(t *testing.T, hooks ...string) ([]string, error) {
+// lsmFuncs are the kernel functions of the LSM hooks named, the rescan's
+// iterator's with them.
+func lsmFuncs(hooks ...string) []string {
+	funcs := []string{"bpf_iter_task_file"}
+	for _, h := range hooks {
+		funcs = append(funcs, "bpf_lsm_"+h)
+	}
+	return funcs
+}
+
+// programs are the programs left to load on a kernel with the functions
+// named.
+func programs(t *testing.T, funcs ...string) ([]string, error) {
 	t.Helper()
 	spec, err := loadGuard()
 	require.NoError(t, err)
-	err = dropMissingHooks(spec, kernelWith(t, hooks...))
+	err = dropMissingHooks(spec, kernelWith(t, funcs...))
 	var names []string
 	for n := range spec.Programs {
 		names = append(names, n)
@@ -47,8 +59,9 @@ func programs(t *testing.T, hooks ...string) ([]string, error) {
 // kernel without one of the others cannot run the guard, and is told so.
 func TestDropMissingHooks(t *testing.T) {
 	all := []string{guardProgGuardExec, guardProgGuardFileFree, guardProgGuardFork,
-		guardProgGuardIoctl, guardProgGuardIoctlCompat, guardProgGuardMmap, guardProgGuardOpen}
-	names, err := programs(t, allHooks...)
+		guardProgGuardIoctl, guardProgGuardIoctlCompat, guardProgGuardMmap, guardProgGuardOpen,
+		guardProgGuardRescan}
+	names, err := programs(t, lsmFuncs(allHooks...)...)
 	require.NoError(t, err)
 	assert.Equal(t, all, names, "a kernel with file_ioctl_compat")
 
@@ -58,7 +71,7 @@ func TestDropMissingHooks(t *testing.T) {
 			old = append(old, h)
 		}
 	}
-	names, err = programs(t, old...)
+	names, err = programs(t, lsmFuncs(old...)...)
 	require.NoError(t, err)
 	assert.NotContains(t, names, guardProgGuardIoctlCompat, "a kernel without file_ioctl_compat")
 	assert.Len(t, names, len(all)-1)
@@ -69,8 +82,21 @@ func TestDropMissingHooks(t *testing.T) {
 			noOpen = append(noOpen, h)
 		}
 	}
-	_, err = programs(t, noOpen...)
+	_, err = programs(t, lsmFuncs(noOpen...)...)
 	var ue *UnsupportedError
 	require.ErrorAs(t, err, &ue)
 	assert.Contains(t, ue.Reason, "no LSM hook file_open")
+}
+
+// A kernel without the task_file iterator (before 5.8) cannot learn the
+// attachments made before the guard loaded (Rescan): the guard says so
+// rather than load and cut the running processes off later.
+func TestMissingIter(t *testing.T) {
+	funcs := lsmFuncs(allHooks...)[1:]
+	require.NotContains(t, funcs, "bpf_iter_task_file")
+	_, err := programs(t, funcs...)
+	var ue *UnsupportedError
+	require.ErrorAs(t, err, &ue)
+	assert.Contains(t, ue.Reason, "no BPF iterator task_file")
+	assert.Contains(t, ue.Fix, "5.11")
 }

@@ -190,14 +190,34 @@ static __always_inline struct task_struct *leader(void)
 	return bpf_get_current_task_btf()->group_leader;
 }
 
+/*
+ * The guard word of a /dev/gpuslice file (gpuslice.ko's record of it
+ * starts with one): whether it has the magic (a record without it, of a
+ * module older than the guard, is counted), and in *attached whether the
+ * module says an ATTACH on it completed.
+ */
+static __always_inline bool guard_word(struct file *file, bool *attached)
+{
+	struct gpuslice_guard_word w = {};
+	void *rec;
+
+	rec = BPF_CORE_READ(file, private_data);
+	if (!rec || bpf_probe_read_kernel(&w, sizeof(w), rec))
+		return false;
+	if (w.magic != GPUSLICE_GUARD_MAGIC) {
+		count(GUARD_STAT_BAD_MAGIC);
+		return false;
+	}
+	*attached = w.attached;
+	return true;
+}
+
 /* Whether one recorded file is live and proves the attachment. */
 static __always_inline bool slot_attached(struct guard_proc *p, int i)
 {
-	struct gpuslice_guard_word w = {};
+	bool word = false;
 	struct guard_file *f;
-	struct file *file;
 	__u64 key;
-	void *rec;
 
 	key = p->file[i];
 	if (!key)
@@ -208,15 +228,7 @@ static __always_inline bool slot_attached(struct guard_proc *p, int i)
 	/* Opened in the process's own ledger directory: that is the proof. */
 	if (f->kind == GUARD_FILE_LEDGER)
 		return true;
-	file = (struct file *)key;
-	rec = BPF_CORE_READ(file, private_data);
-	if (!rec || bpf_probe_read_kernel(&w, sizeof(w), rec))
-		return false;
-	if (w.magic != GPUSLICE_GUARD_MAGIC) {
-		count(GUARD_STAT_BAD_MAGIC);
-		return false;
-	}
-	return w.attached;
+	return guard_word((struct file *)key, &word) && word;
 }
 
 static __always_inline bool attached(void)
@@ -265,9 +277,12 @@ static __always_inline int check(struct file *file, __u32 hook)
 
 /*
  * An ATTACH on file is coming, or file was opened in the caller's ledger
- * directory (kind): remember the file for the caller's group.
+ * directory (kind): remember the file for the thread group whose leader
+ * is lead. A file recorded already (a rescan's, another thread's) is left
+ * as it is.
  */
-static __always_inline void record(struct file *file, __u32 kind)
+static __always_inline void record(struct task_struct *lead, struct file *file,
+				   __u32 kind)
 {
 	struct guard_file f = { .kind = kind }, *have;
 	__u64 key = (__u64)file, cookie;
@@ -290,7 +305,7 @@ static __always_inline void record(struct file *file, __u32 kind)
 			cookie = have->cookie;
 		}
 	}
-	p = bpf_task_storage_get(&procs, leader(), 0,
+	p = bpf_task_storage_get(&procs, lead, 0,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!p)
 		return;
@@ -344,18 +359,22 @@ static __always_inline void ledger_open(struct file *file)
 	/* The map lookup first: most opens leave here, before the cgroup walk. */
 	owner = ledger_owner(file);
 	if (owner && vgpu_cgroup(&vgpu, &own) && vgpu == owner)
-		record(file, GUARD_FILE_LEDGER);
+		record(leader(), file, GUARD_FILE_LEDGER);
+}
+
+static __always_inline bool is_regular(struct file *file)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+
+	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG;
 }
 
 SEC("lsm/file_open")
 int BPF_PROG(guard_open, struct file *file, int ret)
 {
-	struct inode *inode;
-
 	if (ret)
 		return ret;
-	inode = BPF_CORE_READ(file, f_inode);
-	if (inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG) {
+	if (is_regular(file)) {
 		ledger_open(file);
 		return 0;
 	}
@@ -367,7 +386,7 @@ static __always_inline int ioctl_hook(struct file *file, unsigned int cmd,
 				      __u32 hook)
 {
 	if (cmd == gs_attach_cmd && is_gpuslice(file)) {
-		record(file, GUARD_FILE_ATTACH);
+		record(leader(), file, GUARD_FILE_ATTACH);
 		return 0;
 	}
 	return check(file, hook);
@@ -448,5 +467,64 @@ int BPF_PROG(guard_fork, struct task_struct *task, unsigned long clone_flags,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (to)
 		*to = *from;
+	return 0;
+}
+
+/*
+ * Whether the cgroup id is task's cgroup v2 or an ancestor of it (the
+ * vgpu_cgroup walk, for a task that is not the caller: the cgroups are
+ * followed up through their css's parents, as the kernel's cgroup_parent).
+ */
+static __always_inline bool task_under(struct task_struct *task, __u64 id)
+{
+	struct cgroup *cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	int level;
+
+	for (level = 0; level < GUARD_MAX_LEVELS && cg; level++) {
+		if (BPF_CORE_READ(cg, kn, id) == id)
+			return true;
+		cg = BPF_CORE_READ(cg, self.parent, cgroup);
+	}
+	return false;
+}
+
+/*
+ * The rescan (Guard.Rescan): every open file of every task, once, when
+ * the guard loads. A guard loaded after a process attached has no record
+ * of it (the hooks record at the ATTACH, at the ledger's open); this
+ * records what they would have, on the task's group leader:
+ *
+ *  - a /dev/gpuslice whose guard word has the magic, attached or not yet
+ *    (an ATTACH begun before the guard loaded may complete after this
+ *    read it; as the hook's records, it proves only once the word says
+ *    attached, read at each use);
+ *  - a regular file directly inside a registered ledger directory whose
+ *    cgroup is the task's or an ancestor of it (the task's vGPU cgroup
+ *    the hook compares with is not known yet: Rescan runs before the
+ *    cgroups are added, so that none is guarded before it is known).
+ *
+ * record leaves a file recorded already as it is, so a rescan may run
+ * again, and threads sharing a file table record it once.
+ */
+SEC("iter/task_file")
+int guard_rescan(struct bpf_iter__task_file *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct file *file = ctx->file;
+	bool word = false;
+	__u64 owner;
+
+	if (!task || !file)
+		return 0;
+	if (is_gpuslice(file)) {
+		if (guard_word(file, &word))
+			record(task->group_leader, file, GUARD_FILE_ATTACH);
+		return 0;
+	}
+	if (!is_regular(file))
+		return 0;
+	owner = ledger_owner(file);
+	if (owner && task_under(task, owner))
+		record(task->group_leader, file, GUARD_FILE_LEDGER);
 	return 0;
 }

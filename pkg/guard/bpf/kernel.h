@@ -82,10 +82,41 @@ struct file {
 	void *private_data;
 } __attribute__((preserve_access_index));
 
+struct kernfs_node {
+	__u64 id;		/* a cgroup's id (5.5 on) */
+} __attribute__((preserve_access_index));
+
+struct cgroup;
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+	struct cgroup_subsys_state *parent;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct cgroup_subsys_state self;
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup *dfl_cgrp;	/* the task's cgroup v2 */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	struct task_struct *group_leader;
+	struct css_set *cgroups;
 	int pid;
 	int tgid;
+} __attribute__((preserve_access_index));
+
+/* The context of an iter/task_file program: one open file of one task. */
+struct bpf_iter_meta;
+
+struct bpf_iter__task_file {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+	__u32 fd;
+	struct file *file;
 } __attribute__((preserve_access_index));
 
 struct linux_binprm;
