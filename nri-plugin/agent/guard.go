@@ -19,6 +19,10 @@ type GuardAdmin interface {
 	// container's cgroup; RemoveLedgerDir forgets it.
 	AddLedgerDir(path string, cgroupID uint64) error
 	RemoveLedgerDir(path string) error
+	// Rescan records the attachments of processes that attached before
+	// the guard loaded (after the ledger directories are registered,
+	// before any cgroup is added).
+	Rescan() error
 	// Refresh rereads the node's NVIDIA majors: nvidia-uvm and
 	// nvidia-caps register theirs when first loaded, which may be after
 	// the guard.
@@ -52,8 +56,10 @@ func guarded(al state.Allocation) bool {
 }
 
 // reconcileGuard guards every guarded allocation again: a guard loaded by
-// a (re)started agent knows none. The ledger directories first, then the
-// cgroups, so that no process is guarded before its proof is known.
+// a (re)started agent knows none. The ledger directories first, then what
+// the running processes attached before the guard loaded (Rescan), then
+// the cgroups: no running process is guarded before its proof is known,
+// so an agent restart or upgrade leaves its containers' jobs on the GPU.
 func (a *Agent) reconcileGuard() error {
 	if a.opts.Guard == nil {
 		return nil
@@ -65,6 +71,9 @@ func (a *Agent) reconcileGuard() error {
 				return fmt.Errorf("agent: container %s's ledger directory: %w", al.Container, err)
 			}
 		}
+	}
+	if err := a.opts.Guard.Rescan(); err != nil {
+		return fmt.Errorf("agent: the attachments made before the guard loaded: %w", err)
 	}
 	for _, al := range all {
 		if !guarded(al) {

@@ -50,6 +50,13 @@ func (g *fakeGuard) RemoveLedgerDir(path string) error {
 	return nil
 }
 
+func (g *fakeGuard) Rescan() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls = append(g.calls, "rescan")
+	return nil
+}
+
 func (g *fakeGuard) ledgerDirs() map[string]uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -226,7 +233,8 @@ func TestFileGuard(t *testing.T) {
 	assert.Equal(t, id, al.CgroupID, "recorded in the state")
 	assert.Equal(t, map[uint64]bool{id: true}, g.cgroups())
 	assert.Equal(t, map[string]uint64{al.LedgerDir: id}, g.ledgerDirs())
-	assert.Equal(t, []string{"dir " + al.LedgerDir, fmt.Sprintf("cgroup %d", id)}, g.calls, "the proof before the guarding")
+	// The first agent's start rescanned (nothing to find), then c1's.
+	assert.Equal(t, []string{"rescan", "dir " + al.LedgerDir, fmt.Sprintf("cgroup %d", id)}, g.calls, "the proof before the guarding")
 
 	_, err = n.agent.PrepareClaim(claimReq("u1", 0, 1, 0))
 	require.NoError(t, err)
@@ -246,9 +254,10 @@ func TestFileGuard(t *testing.T) {
 	n.restart(t)
 	assert.Equal(t, map[uint64]bool{id: true, podID: true}, g.cgroups(), "guarded again from the state")
 	assert.Equal(t, map[string]uint64{al.LedgerDir: id, claim.LedgerDir: podID}, g.ledgerDirs())
-	require.Len(t, g.calls, 4)
+	require.Len(t, g.calls, 5)
 	assert.Equal(t, "dir", g.calls[0][:3])
 	assert.Equal(t, "dir", g.calls[1][:3], "every directory before any cgroup: %v", g.calls)
+	assert.Equal(t, "rescan", g.calls[2], "the running processes' attachments before any cgroup: %v", g.calls)
 
 	require.NoError(t, n.agent.RemoveContainer(context.Background(), pod(nil), ctr("c1")))
 	n.agent.UnprepareClaim("u1")

@@ -42,7 +42,8 @@ func openNode() unix.Errno {
 // process without an ATTACH is refused the NVIDIA nodes and one with it
 // is not; with the agent stopped (its guard closed) nobody is refused;
 // an agent restarted over the same state guards the container again
-// before it serves anything (its cgroup from the state, agent.New).
+// before it serves anything (its cgroup from the state, agent.New), and
+// a job attached before the restart keeps its GPU (Rescan).
 func TestGuestAgentGuard(t *testing.T) {
 	testenv.NvidiaStub(t)
 	if err := guard.Supported(); err != nil {
@@ -80,19 +81,31 @@ func TestGuestAgentGuard(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), refused[al.CgroupID], "the refusal counted for the container: %v", refused)
 
-	// The agent stops: its guard's programs go with it.
+	// A job of the container, attached, runs on while the agent stops:
+	// its guard's programs go with it.
+	var job *kmod.Client
+	inCgroup(t, dir, func() {
+		job, err = kmod.Open("")
+		require.NoError(t, err)
+		_, err = job.Attach(card)
+		require.NoError(t, err)
+	})
 	require.NoError(t, g.Close())
 	inCgroup(t, dir, func() {
 		assert.Equal(t, unix.Errno(0), openNode(), "no agent, no guard")
 	})
 
-	// It starts again: a new guard, the container's cgroup from the state.
+	// It starts again: a new guard, the container's cgroup from the
+	// state, and the job's attachment from before the guard loaded
+	// (Rescan): the job keeps its GPU, an unattached process does not.
 	g, err = guard.Load()
 	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	n.opts.Guard = g
 	n.restart(t)
 	inCgroup(t, dir, func() {
+		assert.Equal(t, unix.Errno(0), openNode(), "the job attached before the restart keeps its GPU")
+		require.NoError(t, job.Close())
 		assert.Equal(t, unix.EPERM, openNode(), "guarded again after the restart")
 	})
 
