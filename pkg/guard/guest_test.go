@@ -34,16 +34,8 @@ const guestCard, noCard = 24, 31
 // The vGPU's memory cap.
 const vgpuCap = 8 << 20
 
-// The stand-in device nodes: name -> (major name in /proc/devices, minor).
-var nodes = []struct {
-	path, driver string
-	minor        uint32
-}{
-	{"/dev/nvidiactl", "nvidia", 255},
-	{"/dev/nvidia0", "nvidia", 0},
-	{"/dev/nvidia-uvm", "nvidia-uvm", 0},
-	{"/dev/nvidia-caps/nvidia-cap1", "nvidia-caps", 1},
-}
+// The stand-in device nodes (testenv.NvidiaStub makes them).
+var nodes = testenv.StubNodes
 
 func TestMain(m *testing.M) {
 	if what := os.Getenv("GUARD_CHILD"); what != "" {
@@ -103,10 +95,10 @@ func child(what string) int {
 			return 1
 		case "use":
 			for _, n := range nodes {
-				fd, err := unix.Open(n.path, unix.O_RDWR|unix.O_CLOEXEC, 0)
-				say("open", n.path, err)
+				fd, err := unix.Open(n.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+				say("open", n.Path, err)
 				if err == nil {
-					use(say, fd, n.path)
+					use(say, fd, n.Path)
 					unix.Close(fd)
 				}
 			}
@@ -266,37 +258,7 @@ func setup(t *testing.T) *guest {
 }
 
 // stubNodes loads the stand-in driver and makes the device nodes.
-func stubNodes(t *testing.T) {
-	testenv.InGuest(t)
-	if _, err := os.Stat("/sys/kernel/security/lsm"); err != nil {
-		require.NoError(t, unix.Mount("securityfs", "/sys/kernel/security", "securityfs", 0, ""))
-	}
-	out, err := exec.Command("insmod", "/nvstub.ko").CombinedOutput()
-	require.NoError(t, err, "insmod /nvstub.ko: %s", out)
-	t.Cleanup(func() { _ = exec.Command("rmmod", "nvstub").Run() })
-	b, err := os.ReadFile(ProcDevices)
-	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll("/dev/nvidia-caps", 0o755))
-	for _, n := range nodes {
-		major := majorOf(t, string(b), n.driver)
-		_ = os.Remove(n.path)
-		require.NoError(t, unix.Mknod(n.path, unix.S_IFCHR|0o666, int(unix.Mkdev(major, n.minor))))
-		t.Cleanup(func() { os.Remove(n.path) })
-	}
-}
-
-func majorOf(t *testing.T, procDevices, name string) uint32 {
-	for _, line := range strings.Split(procDevices, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[1] == name {
-			n, err := strconv.ParseUint(f[0], 10, 32)
-			require.NoError(t, err)
-			return uint32(n)
-		}
-	}
-	t.Fatalf("no %s in /proc/devices:\n%s", name, procDevices)
-	return 0
-}
+func stubNodes(t *testing.T) { testenv.NvidiaStub(t) }
 
 func cgroup(t *testing.T, name string) (string, uint64) {
 	dir := filepath.Join("/sys/fs/cgroup", name)
