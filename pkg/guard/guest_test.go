@@ -143,6 +143,24 @@ func child(what string) int {
 			}
 			fmt.Fprintf(out, "bench ioctl %d\nbench open %d\n", time.Since(t0).Nanoseconds()/ioctls, openNs)
 			unix.Close(fd)
+			// And of a regular file, which every open on the node is
+			// (the file mode's hook looks at its parent directory).
+			file := filepath.Join(os.TempDir(), fmt.Sprintf("guard-bench-%d", os.Getpid()))
+			if err := os.WriteFile(file, nil, 0o600); err != nil {
+				say("bench", "file", err)
+				return 1
+			}
+			defer os.Remove(file)
+			t0 = time.Now()
+			for range opens {
+				fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					say("bench", "file", err)
+					return 1
+				}
+				unix.Close(fd)
+			}
+			fmt.Fprintf(out, "bench file %d\n", time.Since(t0).Nanoseconds()/opens)
 		case "fork-open":
 			say("fork-open", "/dev/nvidiactl", forkOpen("/dev/nvidiactl"))
 		default:
@@ -428,6 +446,7 @@ func TestGuestGuard(t *testing.T) {
 			"host": g.run("", "bench", nil), "attached": g.run(g.vgpu, "attach,bench", nil),
 		} {
 			bench[who+"_on_open"], bench[who+"_on_ioctl"] = r["bench open"], r["bench ioctl"]
+			bench[who+"_on_file"] = r["bench file"]
 		}
 	})
 
@@ -459,8 +478,9 @@ func TestGuestGuard(t *testing.T) {
 		require.NoError(t, gd.Close())
 		allowed(t, g.run(g.vgpu, "use", nil), "an unattached process, the guard off")
 		r := g.run("", "bench", nil)
-		bench["off_open"], bench["off_ioctl"] = r["bench open"], r["bench ioctl"]
-		for _, k := range []string{"off_open", "host_on_open", "attached_on_open", "off_ioctl", "host_on_ioctl", "attached_on_ioctl"} {
+		bench["off_open"], bench["off_ioctl"], bench["off_file"] = r["bench open"], r["bench ioctl"], r["bench file"]
+		for _, k := range []string{"off_open", "host_on_open", "attached_on_open", "off_ioctl", "host_on_ioctl", "attached_on_ioctl",
+			"off_file", "host_on_file", "attached_on_file"} {
 			fmt.Printf("GSBENCH guard_%s %s ns\n", k, bench[k])
 		}
 		// Back, with the agent's cgroups added again.
