@@ -290,12 +290,13 @@ func TestGuest(t *testing.T) {
 // TestGuestWithoutBPFLSM boots the guest with an lsm= list that leaves the
 // BPF LSM out (Debian's default list without bpf) and runs the guard's
 // test, which the command line's gsguest.no_bpf_lsm=1 tells to expect the
-// guard refused with what to change (pkg/guard).
+// guard refused with what to change (pkg/guard), and the agent's, whose
+// required guard then refuses vGPU containers (nri-plugin/agent).
 func TestGuestWithoutBPFLSM(t *testing.T) {
 	if os.Getenv("GPUSLICE_SKIP_GUEST") == "1" {
 		t.Skip("GPUSLICE_SKIP_GUEST=1: the qemu guest test of gpuslice.ko does not run")
 	}
-	boot(t, "guest-nolsm", []string{"GSGUEST_APPEND=lsm=landlock,lockdown,yama,apparmor gsguest.no_bpf_lsm=1"}, "guard")
+	boot(t, "guest-nolsm", []string{"GSGUEST_APPEND=lsm=landlock,lockdown,yama,apparmor gsguest.no_bpf_lsm=1"}, "guard", "agentmodule")
 }
 
 // boot runs kmod/guest/run.sh into build/<name> with env added to its

@@ -47,7 +47,8 @@ func openNode() unix.Errno {
 func TestGuestAgentGuard(t *testing.T) {
 	testenv.NvidiaStub(t)
 	if err := guard.Supported(); err != nil {
-		t.Skipf("this boot has no BPF LSM (kmod/guest's second boot): %v", err)
+		withoutBPFLSM(t)
+		return
 	}
 	g, err := guard.Load()
 	require.NoError(t, err)
@@ -114,4 +115,22 @@ func TestGuestAgentGuard(t *testing.T) {
 	inCgroup(t, dir, func() {
 		assert.Equal(t, unix.Errno(0), openNode(), "the container's vGPU gone")
 	})
+}
+
+// withoutBPFLSM is TestGuestAgentGuard in kmod/guest's second boot, whose
+// kernel has the BPF LSM off: the guard cannot load, and an agent whose
+// configuration requires it (guard: required, the default: GuardErr)
+// refuses a vGPU container, saying what to change on the node.
+func withoutBPFLSM(t *testing.T) {
+	_, err := guard.Load()
+	require.Error(t, err, "no BPF LSM in this boot")
+	n, _ := guestNode(t, cards16(1, 4)...)
+	n.opts.GuardErr = err
+	n.restart(t)
+	_, _, err = n.agent.CreateContainer(context.Background(), pod(map[string]string{
+		"gpuslice.io/gpu-memory": "256Mi"}), ctr("c1"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "eBPF guard is not running")
+	assert.Contains(t, err.Error(), "lsm=", "what to change on the node")
+	assert.Empty(t, n.opts.Store.All())
 }
