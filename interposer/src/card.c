@@ -190,19 +190,10 @@ struct gs_ledger *gs_card_ledger(struct gs_card *c)
 void gs_cards_attach(void)
 {
 	const struct gs_config *cfg = gs_config();
-	bool todo = false;
 
 	if (!cfg->enabled)
 		return;
-	for (int i = 0; i < cfg->ncards; i++) {
-		struct gs_card *c = card_at(i);
-
-		todo |= !__atomic_load_n(&c->ledger, __ATOMIC_ACQUIRE) &&
-			!c->open_failed;
-	}
-	/* Done (or failed) already: nothing more per open. */
-	if (!todo)
-		return;
+	/* A card attached (or failed) already costs gs_card_ledger one load. */
 	for (int i = 0; i < cfg->ncards; i++)
 		gs_card_ledger(card_at(i));
 }

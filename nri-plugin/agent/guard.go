@@ -117,6 +117,19 @@ func (a *Agent) unguard(al state.Allocation) {
 	}
 }
 
+// guardCgroup guards a starting container's cgroup (none without a
+// guard), the node's NVIDIA majors read again first: nvidia-uvm and
+// nvidia-caps register theirs at first use, after the guard loaded.
+func (a *Agent) guardCgroup(id uint64) error {
+	if a.opts.Guard == nil {
+		return nil
+	}
+	if err := a.opts.Guard.Refresh(); err != nil {
+		return err
+	}
+	return a.opts.Guard.AddCgroup(id)
+}
+
 // guardFile guards a no-module allocation's cgroup, the host directory
 // dir, before its first process runs: the ledger directory registered as
 // its processes' proof, then the cgroup added, then the cgroup's id
@@ -129,15 +142,12 @@ func (a *Agent) guardFile(al *state.Allocation, dir string) error {
 	if err != nil {
 		return fmt.Errorf("the container's cgroup %s: %w (the guard needs a cgroup v2 host)", dir, err)
 	}
-	if err := a.opts.Guard.Refresh(); err != nil {
-		return err
-	}
 	if err := a.opts.Guard.AddLedgerDir(al.LedgerDir, id); err != nil {
 		return err
 	}
 	g := *al
 	g.CgroupID = id
-	if err := a.opts.Guard.AddCgroup(id); err != nil {
+	if err := a.guardCgroup(id); err != nil {
 		a.opts.Guard.RemoveLedgerDir(al.LedgerDir)
 		return err
 	}

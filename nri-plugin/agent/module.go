@@ -115,15 +115,9 @@ func (a *Agent) bindDir(al *state.Allocation, dir string) error {
 	}
 	// Guarded before the container's first process runs: StartContainer
 	// (or the claim's preparation) returns only after this.
-	if a.opts.Guard != nil {
-		err := a.opts.Guard.Refresh()
-		if err == nil {
-			err = a.opts.Guard.AddCgroup(id)
-		}
-		if err != nil {
-			a.unbind(*al)
-			return err
-		}
+	if err := a.guardCgroup(id); err != nil {
+		a.unbind(*al)
+		return err
 	}
 	if err := a.opts.Store.Put(*al); err != nil {
 		a.unbind(*al)

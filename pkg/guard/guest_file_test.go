@@ -114,7 +114,7 @@ func TestGuestGuardFile(t *testing.T) {
 		return
 	}
 	require.True(t, ioctl32.Supported, "the guest is x86-64")
-	stubNodes(t)
+	testenv.NvidiaStub(t)
 	g := &guest{t: t}
 	inherited, err := os.OpenFile("/dev/nvidia0", os.O_RDWR, 0)
 	require.NoError(t, err)

@@ -225,7 +225,7 @@ func TestGuestGuardRescanFile(t *testing.T) {
 	if withoutBPFLSMBoot(t) {
 		return
 	}
-	stubNodes(t)
+	testenv.NvidiaStub(t)
 	g := &guest{t: t}
 	d, err := ReadDevices(ProcDevices, filepath.Join(t.TempDir(), "no-gpuslice"))
 	require.NoError(t, err)

@@ -260,7 +260,7 @@ type guest struct {
 // setup loads the stand-in driver, makes the device nodes, a vGPU cgroup
 // and a plain one.
 func setup(t *testing.T) *guest {
-	stubNodes(t)
+	testenv.NvidiaStub(t)
 	g := &guest{t: t}
 	var err error
 	g.admin, err = kmod.Open("")
@@ -274,9 +274,6 @@ func setup(t *testing.T) *guest {
 	t.Cleanup(func() { g.admin.DestroyVGPU(guestCard, g.vid) })
 	return g
 }
-
-// stubNodes loads the stand-in driver and makes the device nodes.
-func stubNodes(t *testing.T) { testenv.NvidiaStub(t) }
 
 func cgroup(t *testing.T, name string) (string, uint64) {
 	dir := filepath.Join("/sys/fs/cgroup", name)
