@@ -24,10 +24,15 @@ const (
 	namespace = "gpuslice-system"
 )
 
-// The APIs a cluster with cert-manager and the Prometheus operator has.
+// The APIs a cluster with cert-manager and the Prometheus operator has,
+// as Helm finds them by discovery: each group version, and each kind as
+// group/version/Kind.
 var (
 	certManagerAPI = []string{"--api-versions", "cert-manager.io/v1"}
-	monitoringAPI  = []string{"--api-versions", "monitoring.coreos.com/v1"}
+	monitoringAPI  = []string{"--api-versions", "monitoring.coreos.com/v1", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"}
+	// The group without the ServiceMonitor CRD: another operator's
+	// PrometheusRule only.
+	monitoringRulesOnly = []string{"--api-versions", "monitoring.coreos.com/v1", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
 )
 
 func chartDir() string { return filepath.Join(testenv.Root(), "install", "helm", "gpuslice") }
@@ -155,6 +160,7 @@ func TestOptionalObjects(t *testing.T) {
 		{"cert-manager API", certManagerAPI, map[string]int{"Certificate": 1, "Issuer": 1, "Secret": 0}},
 		{"tls helm with cert-manager there", append([]string{"--set", "webhook.tls.mode=helm"}, certManagerAPI...),
 			map[string]int{"Certificate": 0, "Secret": 1}},
+		{"monitoring API without the ServiceMonitor CRD", monitoringRulesOnly, map[string]int{"ServiceMonitor": 0, "Service": 1}},
 		{"monitoring API, ServiceMonitor off", append([]string{"--set", "metrics.serviceMonitor.enabled=false"}, monitoringAPI...),
 			map[string]int{"ServiceMonitor": 0}},
 		{"one webhook", []string{"--set", "webhook.replicas=1"}, map[string]int{"PodDisruptionBudget": 0}},

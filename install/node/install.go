@@ -131,8 +131,8 @@ func (in *installer) unit(socket string) error {
 // containerd writes the drop-in that turns NRI on, if one is needed.
 func (in *installer) containerd() (ContainerdPlan, error) {
 	major := in.ContainerdMajor
-	if major == 0 && in.live {
-		major = containerdMajor()
+	if major == 0 && in.sys != nil {
+		major = in.sys.ContainerdMajor()
 	}
 	var plan ContainerdPlan
 	var err error
@@ -271,7 +271,7 @@ func (in *installer) removeStale() error {
 // agent, containerd's restart said.
 func (in *installer) services(upgrade bool, plan ContainerdPlan) {
 	in.say("services:")
-	if in.live && !systemdRunning() {
+	if in.sys != nil && !in.sys.SystemdRunning() {
 		in.say("  no systemd running: start %s -config %s yourself", in.bin("gpuslice-nri"), ConfigPath)
 	} else {
 		in.run("systemctl", "daemon-reload")
@@ -302,11 +302,6 @@ func (in *installer) runReport(name string, args ...string) {
 	if _, err := in.run(name, args...); err != nil {
 		in.say("  warning: %v", err)
 	}
-}
-
-func systemdRunning() bool {
-	_, err := os.Stat("/run/systemd/system")
-	return err == nil
 }
 
 // removeFile removes an installed file (host path) and drops it from the

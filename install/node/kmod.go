@@ -111,7 +111,7 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 		// until make uninstall.
 		return in.noModule("NO_MODULE=1: the module's source is installed for later, DKMS is not run")
 	}
-	if !in.live {
+	if in.sys == nil {
 		in.say("  would run: dkms add %s (unless added), dkms install %s (unless installed for the running kernel)", ref, ref)
 		in.say("  would run: modprobe %s (unless loaded: an upgrade leaves a loaded module alone)", name)
 		if _, err := in.putReport("loads the module at boot", ModulesLoadPath, []byte(name+"\n"), 0o644); err != nil {
@@ -121,7 +121,7 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 		return moduleResult{ok: true}, nil
 	}
 
-	if !have("dkms") {
+	if !in.sys.Have("dkms") {
 		return in.noModule("dkms is not installed (apt-get install dkms linux-headers-$(uname -r), then make install again)")
 	}
 	// A changed source under the same version: DKMS keeps the old
@@ -136,8 +136,8 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 		}
 	}
 	in.m.DKMS, in.m.ModuleSHA256 = ref, sum
-	kver := kernelRelease()
-	if _, err := os.Stat(filepath.Join("/lib/modules", kver, "build")); err != nil {
+	kver := in.sys.KernelRelease()
+	if !in.sys.Exists(filepath.Join("/lib/modules", kver, "build")) {
 		return in.noModule(fmt.Sprintf("no kernel headers for the running kernel %s (apt-get install linux-headers-%s, then make install again; DKMS builds the module for kernels installed later)", kver, kver))
 	}
 	if out, _ := in.run("dkms", "status", ref, "-k", kver); !strings.Contains(out, "installed") {
@@ -146,14 +146,14 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 		}
 	}
 	in.say("  built and installed for kernel %s", kver)
-	if _, err := os.Stat("/sys/module/" + name); err == nil {
+	if in.sys.Exists("/sys/module/" + name) {
 		if upgrade {
 			in.say("  already loaded: left loaded (its vGPUs belong to running containers; the new build loads at the next boot)")
 		} else {
 			in.say("  already loaded")
 		}
 	} else if _, err := in.run("modprobe", name); err != nil {
-		return in.noModule("modprobe could not load it: " + err.Error() + secureBoot(lockdownFile, secureBootVar))
+		return in.noModule("modprobe could not load it: " + err.Error() + in.sys.ModuleRefusal())
 	} else {
 		in.say("  loaded (modprobe %s)", name)
 	}
@@ -168,14 +168,6 @@ func (in *installer) noModule(reason string) (moduleResult, error) {
 	in.say("  NO MODULE: %s", reason)
 	in.say("  gpuslice runs without it (enforcement: file: memory caps and compute shares by the shim's shared ledger)")
 	return moduleResult{reason: reason}, nil
-}
-
-func kernelRelease() string {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // Where the kernel tells its lockdown mode and the firmware Secure Boot.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -170,5 +171,38 @@ func TestNoModule(t *testing.T) {
 	install(t, o)
 	if cfg, _ := config.Parse(read(t, filepath.Join(dest, ConfigPath))); cfg.Enforcement != config.EnforcementAuto {
 		t.Errorf("enforcement %q with the module back, want auto", cfg.Enforcement)
+	}
+}
+
+// TestDKMSConf: kmod/dkms.conf has DKMS rebuild the module for every
+// kernel installed later (AUTOINSTALL, which the kernel packages' DKMS
+// hook builds), the module it names is the one Kbuild makes and the boot
+// file loads, and its version is the module's own.
+func TestDKMSConf(t *testing.T) {
+	kmod := filepath.Join(testenv.Root(), "kmod")
+	conf := read(t, filepath.Join(kmod, "dkms.conf"))
+	get := func(key string) string {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `="?([^"\n]*)"?\s*$`).FindSubmatch(conf)
+		if m == nil {
+			return ""
+		}
+		return string(m[1])
+	}
+	name, version, err := dkmsName(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := get("AUTOINSTALL"); v != "yes" {
+		t.Errorf("dkms.conf: AUTOINSTALL=%q, want yes (else a kernel upgrade boots without gpuslice.ko)", v)
+	}
+	if m := get("BUILT_MODULE_NAME[0]"); m != name || !regexp.MustCompile(`(?m)^obj-m\s*:?=\s*`+regexp.QuoteMeta(name)+`\.o\s*$`).Match(read(t, filepath.Join(kmod, "Kbuild"))) {
+		t.Errorf("dkms.conf: BUILT_MODULE_NAME[0]=%q, PACKAGE_NAME=%q; want both the module Kbuild builds (obj-m), which %s loads", m, name, ModulesLoadPath)
+	}
+	kv := ""
+	if m := regexp.MustCompile(`(?m)^#define GS_MODULE_VERSION "([^"]+)"`).FindSubmatch(read(t, filepath.Join(kmod, "gs_kmod.h"))); m != nil {
+		kv = string(m[1])
+	}
+	if kv != version {
+		t.Errorf("dkms.conf: PACKAGE_VERSION=%q, gs_kmod.h's GS_MODULE_VERSION %q; want them equal", version, kv)
 	}
 }

@@ -54,13 +54,80 @@ type Options struct {
 	Force bool
 	// Out receives the report.
 	Out io.Writer
+
+	// sys, in a DestDir, stands for a running system (tests); nil there
+	// prints the commands instead.
+	sys system
 }
+
+// system is what the installer asks of and does to the running system:
+// the commands it runs (dkms, modprobe, systemctl), and what it reads
+// outside the root it installs into.
+type system interface {
+	// Run runs a command and returns its combined output.
+	Run(name string, args ...string) (string, error)
+	// Have says whether a command is on PATH.
+	Have(name string) bool
+	// Exists says whether a path of the running system exists
+	// (/lib/modules/<release>/build, /sys/module/<name>).
+	Exists(path string) bool
+	// KernelRelease is the running kernel's release (uname -r).
+	KernelRelease() string
+	// SystemdRunning: systemd is the init system.
+	SystemdRunning() bool
+	// ContainerdMajor is the installed containerd's major version, 0
+	// when none.
+	ContainerdMajor() int
+	// ModuleRefusal says why the kernel may refuse an unsigned module
+	// (lockdown, Secure Boot), "" when nothing says it would.
+	ModuleRefusal() string
+}
+
+// hostSystem is the running system.
+type hostSystem struct{}
+
+func (hostSystem) Run(name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	// A make above us exports its jobserver and flags; dkms's kernel
+	// build must get neither.
+	cmd.Env = withoutMake(os.Environ())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (hostSystem) Have(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
+}
+
+func (hostSystem) Exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func (hostSystem) KernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (hostSystem) SystemdRunning() bool {
+	_, err := os.Stat("/run/systemd/system")
+	return err == nil
+}
+
+func (hostSystem) ContainerdMajor() int { return containerdMajor() }
+
+func (hostSystem) ModuleRefusal() string { return secureBoot(lockdownFile, secureBootVar) }
 
 // installer is one run: the options, the manifest, what changed.
 type installer struct {
 	Options
 	root string // DestDir, or "/"
 	live bool   // the running system
+	sys  system // the system commands run on; nil: only printed (a DestDir)
 	m    *Manifest
 	keep map[string]bool // the files this run installs
 	// Whether the running services must pick the change up.
@@ -80,9 +147,9 @@ func newInstaller(o Options) (*installer, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	in := &installer{Options: o, root: o.DestDir, live: o.DestDir == "", keep: map[string]bool{}}
+	in := &installer{Options: o, root: o.DestDir, live: o.DestDir == "", sys: o.sys, keep: map[string]bool{}}
 	if in.live {
-		in.root = "/"
+		in.root, in.sys = "/", hostSystem{}
 		if os.Geteuid() != 0 {
 			return nil, fmt.Errorf("installing on this node needs root (sudo make install), or name a scratch root (DESTDIR=/some/dir)")
 		}
@@ -182,22 +249,18 @@ func (in *installer) saveManifest() error {
 // output; in a DestDir it only says what it would run.
 func (in *installer) run(name string, args ...string) (string, error) {
 	line := name + " " + strings.Join(args, " ")
-	if !in.live {
+	if in.sys == nil {
 		in.say("  would run: %s", line)
 		return "", nil
 	}
-	cmd := exec.Command(name, args...)
-	// A make above us exports its jobserver and flags; dkms's kernel
-	// build must get neither.
-	cmd.Env = withoutMake(os.Environ())
-	out, err := cmd.CombinedOutput()
+	out, err := in.sys.Run(name, args...)
 	if err != nil {
-		return string(out), fmt.Errorf("%s: %v\n%s", line, err, strings.TrimSpace(string(out)))
+		return out, fmt.Errorf("%s: %v\n%s", line, err, strings.TrimSpace(out))
 	}
 	if args[0] != "status" { // dkms status only asks
 		in.say("  ran: %s", line)
 	}
-	return string(out), nil
+	return out, nil
 }
 
 func withoutMake(env []string) []string {
@@ -209,10 +272,4 @@ func withoutMake(env []string) []string {
 		}
 	}
 	return out
-}
-
-// have says whether a command is on PATH.
-func have(name string) bool {
-	_, err := exec.LookPath(name)
-	return err == nil
 }

@@ -44,7 +44,7 @@ func Uninstall(o Options) error {
 	}
 	in.say("gpuslice: uninstalling from %s", in.root)
 	in.say("services:")
-	if !in.live || systemdRunning() {
+	if in.sys == nil || in.sys.SystemdRunning() {
 		in.runReport("systemctl", "disable", "--now", "gpuslice-nri.service")
 	}
 	in.unloadModule()
@@ -68,7 +68,7 @@ func Uninstall(o Options) error {
 			in.say("  removed   %s/", in.host(d))
 		}
 	}
-	if !in.live || systemdRunning() {
+	if in.sys == nil || in.sys.SystemdRunning() {
 		in.run("systemctl", "daemon-reload")
 	}
 	if dropIn {
@@ -167,12 +167,12 @@ func (in *installer) unloadModule() {
 	}
 	in.say("kernel module:")
 	name, _, _ := strings.Cut(in.m.DKMS, "/")
-	if _, err := os.Stat("/sys/module/" + name); !in.live || err == nil {
+	if in.sys == nil || in.sys.Exists("/sys/module/"+name) {
 		if _, err := in.run("modprobe", "-r", name); err != nil {
 			in.say("  warning: the module stays loaded until reboot: %v", err)
 		}
 	}
-	if !in.live || have("dkms") {
+	if in.sys == nil || in.sys.Have("dkms") {
 		in.runReport("dkms", "remove", in.m.DKMS, "--all")
 	}
 	in.m.DKMS = ""

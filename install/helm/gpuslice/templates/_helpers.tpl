@@ -44,9 +44,14 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "gpuslice.fullname" . 
 {{ end -}}
 {{- end -}}
 
-{{/* "true" when the ServiceMonitor (and its Service) are rendered. */}}
+{{/*
+"true" when the ServiceMonitor (and its Service) are rendered: the
+cluster has the ServiceMonitor CRD (Helm's discovery lists each kind as
+group/version/Kind), not only some other kind of monitoring.coreos.com/v1,
+with which applying a ServiceMonitor would fail the whole install.
+*/}}
 {{- define "gpuslice.serviceMonitor" -}}
-{{- if and .Values.agent.enabled .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") -}}
+{{- if and .Values.agent.enabled .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") -}}
 true
 {{- end -}}
 {{- end -}}
