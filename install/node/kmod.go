@@ -55,18 +55,20 @@ func moduleSources(kmod string) (map[string][]byte, error) {
 
 // dkmsName is PACKAGE_NAME and PACKAGE_VERSION of dkms.conf.
 func dkmsName(conf []byte) (name, version string, err error) {
-	get := func(key string) string {
-		m := regexp.MustCompile(`(?m)^` + key + `="?([^"\n]+)"?`).FindSubmatch(conf)
-		if m == nil {
-			return ""
-		}
-		return string(m[1])
-	}
-	name, version = get("PACKAGE_NAME"), get("PACKAGE_VERSION")
+	name, version = dkmsValue(conf, "PACKAGE_NAME"), dkmsValue(conf, "PACKAGE_VERSION")
 	if name == "" || version == "" {
 		return "", "", fmt.Errorf("kmod/dkms.conf: PACKAGE_NAME or PACKAGE_VERSION missing")
 	}
 	return name, version, nil
+}
+
+// dkmsValue is key's value in dkms.conf (quoted or not), "" when unset.
+func dkmsValue(conf []byte, key string) string {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `="?([^"\n]+)"?`).FindSubmatch(conf)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
 }
 
 // module installs the module's source for DKMS, has DKMS build and

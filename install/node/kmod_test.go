@@ -181,21 +181,14 @@ func TestNoModule(t *testing.T) {
 func TestDKMSConf(t *testing.T) {
 	kmod := filepath.Join(testenv.Root(), "kmod")
 	conf := read(t, filepath.Join(kmod, "dkms.conf"))
-	get := func(key string) string {
-		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `="?([^"\n]*)"?\s*$`).FindSubmatch(conf)
-		if m == nil {
-			return ""
-		}
-		return string(m[1])
-	}
 	name, version, err := dkmsName(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := get("AUTOINSTALL"); v != "yes" {
+	if v := dkmsValue(conf, "AUTOINSTALL"); v != "yes" {
 		t.Errorf("dkms.conf: AUTOINSTALL=%q, want yes (else a kernel upgrade boots without gpuslice.ko)", v)
 	}
-	if m := get("BUILT_MODULE_NAME[0]"); m != name || !regexp.MustCompile(`(?m)^obj-m\s*:?=\s*`+regexp.QuoteMeta(name)+`\.o\s*$`).Match(read(t, filepath.Join(kmod, "Kbuild"))) {
+	if m := dkmsValue(conf, "BUILT_MODULE_NAME[0]"); m != name || !regexp.MustCompile(`(?m)^obj-m\s*:?=\s*`+regexp.QuoteMeta(name)+`\.o\s*$`).Match(read(t, filepath.Join(kmod, "Kbuild"))) {
 		t.Errorf("dkms.conf: BUILT_MODULE_NAME[0]=%q, PACKAGE_NAME=%q; want both the module Kbuild builds (obj-m), which %s loads", m, name, ModulesLoadPath)
 	}
 	kv := ""
