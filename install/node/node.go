@@ -55,8 +55,8 @@ type Options struct {
 	// Out receives the report.
 	Out io.Writer
 
-	// sys, in a DestDir, stands for a running system (tests); nil there
-	// prints the commands instead.
+	// sys is the system commands run on: the host when live; in a
+	// DestDir a stand-in (tests), or nil to print the commands instead.
 	sys system
 }
 
@@ -127,7 +127,6 @@ type installer struct {
 	Options
 	root string // DestDir, or "/"
 	live bool   // the running system
-	sys  system // the system commands run on; nil: only printed (a DestDir)
 	m    *Manifest
 	keep map[string]bool // the files this run installs
 	// Whether the running services must pick the change up.
@@ -147,7 +146,7 @@ func newInstaller(o Options) (*installer, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	in := &installer{Options: o, root: o.DestDir, live: o.DestDir == "", sys: o.sys, keep: map[string]bool{}}
+	in := &installer{Options: o, root: o.DestDir, live: o.DestDir == "", keep: map[string]bool{}}
 	if in.live {
 		in.root, in.sys = "/", hostSystem{}
 		if os.Geteuid() != 0 {
