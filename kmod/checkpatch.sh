@@ -30,7 +30,8 @@ fi
 cd "$kmod"
 # The module's own sources are held to --strict.
 perl "$cp" --quiet --no-tree --strict --show-types -f \
-	gs_*.c gs_kmod.h core/gs_sched.c core/gs_sched.h include/uapi/gpuslice.h \
+	gs_*.c gs_kmod.h core/gs_sched.c core/gs_drain.c core/gs_sched.h \
+	core/gs_sched_int.h include/uapi/gpuslice.h \
 	include/uapi/gpuslice_guard.h
 # The two headers that exist to bridge kernels and user space: version
 # tests and user-space typedefs are their purpose.

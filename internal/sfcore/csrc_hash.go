@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "c0ce787305e3d048d8d2144fb070da85a473830a5dbdf0a926681367c81d77c9"
+const cSourcesHash = "ee1ca4376b77ed7b1dbb82839cc17bdc7a0c4ee7493c94981b6a8d8ef69c274d"

@@ -21,6 +21,8 @@ func TestCSourcesHash(t *testing.T) {
 		"interposer/src/ledger_file_layout.h",
 		"kmod/core/gs_compat.h",
 		"kmod/core/gs_sched.h",
+		"kmod/core/gs_sched_int.h",
 		"kmod/core/gs_sched.c",
+		"kmod/core/gs_drain.c",
 	}, cSourcesHash)
 }

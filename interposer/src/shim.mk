@@ -3,7 +3,7 @@
 # compiles it: one implementation.
 SHIM_SRCS := $(wildcard src/*.c)
 SHIM_OBJS := $(patsubst src/%.c,$(BUILD)/obj/shim/%.o,$(SHIM_SRCS)) \
-	$(BUILD)/obj/shim/core/gs_sched.o
+	$(BUILD)/obj/shim/core/gs_sched.o $(BUILD)/obj/shim/core/gs_drain.o
 # dlsym's entry point (dlsym_entry.S): libc must see the caller's return
 # address, which no C function can guarantee.
 SHIM_OBJS += $(BUILD)/obj/shim/dlsym_entry.o
@@ -20,7 +20,7 @@ $(BUILD)/obj/shim/dlsym_entry.o: src/dlsym_entry.S
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -c -o $@ $<
 
-$(BUILD)/obj/shim/core/gs_sched.o: ../kmod/core/gs_sched.c ../kmod/core/*.h
+$(BUILD)/obj/shim/core/%.o: ../kmod/core/%.c ../kmod/core/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SHIM_INC) -fPIC -fvisibility=hidden -c -o $@ $<
 

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "4cbcf3f448bae744bcd42f3089c1baa31b64a253d534170f2f6ca55a33ba6ffb"
+const cSourcesHash = "e6333e24e413279d1118d53d60c21b58e905b219afd4ac910fe461db76db4dde"

@@ -12,6 +12,8 @@ func TestCSourcesHash(t *testing.T) {
 	testenv.CheckCSourcesHash(t, "kmod/core", []string{
 		"gs_compat.h",
 		"gs_sched.h",
+		"gs_sched_int.h",
 		"gs_sched.c",
+		"gs_drain.c",
 	}, cSourcesHash)
 }

@@ -2,7 +2,8 @@
 // owns a card's compute, slice by slice, under the policies 0-6 of the
 // reference.
 //
-// The implementation is the portable C core of kmod/core (gs_sched.c),
+// The implementation is the portable C core of kmod/core (gs_sched.c and
+// gs_drain.c),
 // compiled in through cgo: the kernel module and the shim's no-module mode
 // compile the same source, so there is one scheduler, written once. See
 // kmod/core/README.md for the policies as implemented.

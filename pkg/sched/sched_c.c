@@ -5,6 +5,7 @@
  * time the core without a cgo call per operation.
  */
 #include "gs_sched.c"
+#include "gs_drain.c"
 
 #include "sched_c.h"
 

@@ -20,11 +20,12 @@ func TestCoreStrictFlags(t *testing.T) {
 	}
 	_, err := exec.LookPath(cc)
 	require.NoError(t, err, "the project needs a C compiler (set CC)")
-	src := filepath.Join("..", "..", "kmod", "core", "gs_sched.c")
+	core := filepath.Join("..", "..", "kmod", "core")
 	args := []string{"-std=c11", "-pedantic", "-Wall", "-Wextra",
 		"-Werror", "-Wshadow", "-Wstrict-prototypes", "-Wmissing-prototypes",
 		"-Wconversion", "-Wvla", "-Wdeclaration-after-statement",
-		"-ffreestanding", "-fsyntax-only", src}
+		"-ffreestanding", "-fsyntax-only",
+		filepath.Join(core, "gs_sched.c"), filepath.Join(core, "gs_drain.c")}
 	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
 		// Floating point would not compile: as in the kernel.
 		args = append(args, "-mgeneral-regs-only")

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0
+/*
+ * gpuslice scheduler core: draining, debt and priority cuts (README.md,
+ * "Draining"). A holder's slice hands the card on at once when it ends
+ * (gs_handover, gs_sched.c); here the drain that follows is waited for,
+ * bounded, charged and released, a late release settles what the drain's
+ * lapse left open, and a high-priority vGPU cuts a slice short.
+ */
+#include "gs_sched.h"
+#include "gs_sched_int.h"
+
+/* The most debt a vGPU carries: a safety net, never reached in use. */
+static u64 gs_debt_cap(const struct gs_card *c)
+{
+	return GS_DRAIN_MAX_NS + (u64)c->cfg.max_inst * c->cfg.slice_ns;
+}
+
+/*
+ * vGPU id's work ran over ns past its slice's end: owed to its next
+ * slices in full (repaid a slice at a time by gs_pays_debt).
+ */
+static void gs_charge(struct gs_card *c, int id, u64 over)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 cap = gs_debt_cap(c);
+
+	v->overrun_ns += over;
+	v->debt_ns = v->debt_ns + over > cap ? cap : v->debt_ns + over;
+}
+
+/* How long a drain is waited for: a slice, less after a priority cut. */
+u64 gs_bound_of(const struct gs_card *c, bool cut)
+{
+	u64 b = c->cfg.slice_ns < GS_DRAIN_MAX_NS ? c->cfg.slice_ns :
+						   GS_DRAIN_MAX_NS;
+
+	if (cut && b > GS_CUT_DRAIN_MAX_NS)
+		b = GS_CUT_DRAIN_MAX_NS;
+	return b;
+}
+
+u64 gs_drain_bound(const struct gs_card *c)
+{
+	return gs_bound_of(c, c->drainer >= 0 && c->drain_cut);
+}
+
+/*
+ * The drainer's work has run at t (or the card stops waiting for it): it
+ * had the card since drain_start, and owes that time.
+ */
+void gs_drain_end(struct gs_card *c, u64 t)
+{
+	if (t < c->drain_start)
+		t = c->drain_start;
+	c->vgpu[c->drainer].granted_ns += t - c->drain_start;
+	gs_charge(c, c->drainer, t - c->drain_start);
+	c->drainer = GS_OWNER_NONE;
+	c->drain_cut = 0;
+}
+
+/*
+ * The card stops waiting for the drainer at t (its bound, or a new drain
+ * beginning): it owes the time so far, and a late release may add the
+ * rest of its real overrun, up to GS_DRAIN_MAX_NS past drain_start.
+ */
+void gs_drain_lapse(struct gs_card *c, u64 t)
+{
+	struct gs_vgpu *v = &c->vgpu[c->drainer];
+
+	v->lapsed = 1;
+	v->lapse_slice = c->drain_slice;
+	v->lapse_from = t;
+	v->lapse_cap = c->drain_start + GS_DRAIN_MAX_NS;
+	gs_drain_end(c, t);
+}
+
+/*
+ * vGPU id's slice, begun at start, ended at t while it held: it drains
+ * from t.
+ */
+void gs_drain_begin(struct gs_card *c, int id, u64 start, u64 t, bool cut)
+{
+	/* One drain at a time: an earlier one stops being waited for. */
+	if (c->drainer >= 0)
+		gs_drain_lapse(c, t);
+	c->drainer = id;
+	c->drain_slice = start;
+	c->drain_start = t;
+	c->drain_cut = cut ? 1 : 0;
+	/* The hold was of the slice that ended; the drain carries it on. */
+	c->vgpu[id].holding = 0;
+}
+
+/* The current slice ends at t: its owner had the card since its start. */
+void gs_slice_close(struct gs_card *c, u64 t)
+{
+	if (c->owner >= 0 && t > c->slice_start)
+		c->vgpu[c->owner].granted_ns += t - c->slice_start;
+}
+
+/*
+ * A late release at now of vGPU id's lapsed drain, granted no slice
+ * since: its work ran until now (at most GS_DRAIN_MAX_NS past its slice's
+ * end): it owes the late part. The current slice's owner (or nobody, in
+ * an idle slice) lost that part of its slice to it, the engine running
+ * its work first: the current slice ends as much later. Returns true when
+ * it moved the slice's end.
+ */
+static bool gs_late_release(struct gs_card *c, int id, u64 now)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 end = now < v->lapse_cap ? now : v->lapse_cap, late, from;
+
+	v->lapsed = 0;
+	if (end <= v->lapse_from)
+		return false;
+	late = end - v->lapse_from;
+	v->granted_ns += late;
+	gs_charge(c, id, late);
+	/* The current owner's work waited behind it: its slice is whole. */
+	from = v->lapse_from > c->slice_start ? v->lapse_from : c->slice_start;
+	if (c->owner != id && end > from && now < c->slice_end) {
+		c->slice_end += end - from;
+		return true;
+	}
+	return false;
+}
+
+int gs_vgpu_hold(struct gs_card *c, int id, bool holding)
+{
+	if (!gs_valid_id(c, id))
+		return -GS_ENOENT;
+	c->vgpu[id].holding = holding ? 1 : 0;
+	return 0;
+}
+
+int gs_vgpu_watch(struct gs_card *c, int id, bool watches)
+{
+	if (!gs_valid_id(c, id))
+		return -GS_ENOENT;
+	c->vgpu[id].watches = watches ? 1 : 0;
+	return 0;
+}
+
+bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
+{
+	u64 handovers = c->handovers, end;
+	struct gs_vgpu *v;
+	bool moved;
+
+	if (!gs_valid_id(c, id))
+		return false;
+	v = &c->vgpu[id];
+	if (!c->started) {
+		v->holding = 0;
+		return false;
+	}
+	/* A slice that ended unticked hands over first (id may drain). */
+	gs_tick(c, now);
+	if (c->drainer == id) {
+		gs_drain_end(c, now);
+		/* The next owner's slice is whole after the drain. */
+		end = now + c->slice_len;
+		if (end < c->slice_end)
+			c->slice_end = end;
+		return true;
+	}
+	moved = c->owner != id && v->lapsed && gs_late_release(c, id, now);
+	/* In its slice, or the card moved on already: nothing more owed. */
+	v->holding = 0;
+	return moved || c->handovers != handovers;
+}
+
+u64 gs_vgpu_granted_ns(const struct gs_card *c, int id, u64 now)
+{
+	const struct gs_vgpu *v;
+	u64 g, end;
+
+	if (!gs_valid_id(c, id))
+		return 0;
+	v = &c->vgpu[id];
+	g = v->granted_ns;
+	if (c->started && c->owner == id && now > c->slice_start) {
+		end = now < c->slice_end ? now : c->slice_end;
+		g += end - c->slice_start;
+	}
+	if (c->drainer == id && now > c->drain_start) {
+		end = c->drain_start + gs_drain_bound(c);
+		end = now < end ? now : end;
+		g += end - c->drain_start;
+	}
+	return g;
+}
+
+u64 gs_vgpu_overrun_ns(const struct gs_card *c, int id)
+{
+	return gs_valid_id(c, id) ? c->vgpu[id].overrun_ns : 0;
+}
+
+/* Does a high-priority vGPU with a process have work waiting? */
+static bool gs_high_waits(const struct gs_card *c)
+{
+	int i;
+
+	for (i = 0; i < GS_MAX_VGPUS; i++) {
+		const struct gs_vgpu *v = &c->vgpu[i];
+
+		if (v->in_use && v->high && v->nprocs && v->pending)
+			return true;
+	}
+	return false;
+}
+
+bool gs_preempt(struct gs_card *c, u64 now)
+{
+	const struct gs_vgpu *o;
+	u64 from;
+	int old = c->owner;
+
+	if (!c->started || !c->nhigh || now >= c->slice_end ||
+	    !gs_policy_has_priority(c->cfg.policy))
+		return false;
+	/*
+	 * The page told the owner's processes they may run until slice_end:
+	 * only a holder or processes that watch for the cut (and drain what
+	 * they queued) give the slice up early.
+	 */
+	if (old >= 0) {
+		o = &c->vgpu[old];
+		if (o->high || !(o->holding || o->watches))
+			return false;
+	}
+	if (!gs_high_waits(c))
+		return false;
+	/* The card is handed on now: the holder drains behind, briefly. */
+	gs_slice_close(c, now);
+	if (old >= 0 && c->vgpu[old].holding)
+		gs_drain_begin(c, old, c->slice_start, now, true);
+	c->slice_start = now;
+	gs_begin(c, now);
+	from = now;
+	if (c->drainer >= 0 && c->drain_start + gs_drain_bound(c) > from)
+		from = c->drain_start + gs_drain_bound(c);
+	c->slice_end = from + c->slice_len;
+	return true;
+}
+
+u64 gs_next_change(const struct gs_card *c)
+{
+	u64 lapse = c->drain_start + gs_drain_bound(c);
+
+	if (c->drainer >= 0 && lapse < c->slice_end)
+		return lapse;
+	return c->slice_end;
+}
+
+int gs_drainer(const struct gs_card *c)
+{
+	return c->drainer;
+}

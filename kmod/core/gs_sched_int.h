@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0 */
+/*
+ * The scheduler core's functions shared between its two files, gs_sched.c
+ * (the unit table, the policies, the slices) and gs_drain.c (draining,
+ * debt and priority cuts). Not part of the API (gs_sched.h): callers
+ * outside kmod/core never use them.
+ */
+#ifndef GS_SCHED_INT_H
+#define GS_SCHED_INT_H
+
+#include "gs_sched.h"
+
+/* gs_sched.c */
+bool gs_policy_has_priority(u32 policy);
+bool gs_valid_id(const struct gs_card *c, int id);
+/* Starts the slice at c->slice_start: its owner is picked now. */
+void gs_begin(struct gs_card *c, u64 now);
+
+/* gs_drain.c */
+/* How long a drain is waited for: a slice, less after a priority cut. */
+u64 gs_bound_of(const struct gs_card *c, bool cut);
+/* The current slice ends at t: its owner had the card since its start. */
+void gs_slice_close(struct gs_card *c, u64 t);
+/* vGPU id's slice, begun at start, ended at t while it held. */
+void gs_drain_begin(struct gs_card *c, int id, u64 start, u64 t, bool cut);
+/* The card stops waiting for the drainer at t: it owes the time so far. */
+void gs_drain_lapse(struct gs_card *c, u64 t);
+/* The drainer's work ran until t: it owes the time since drain_start. */
+void gs_drain_end(struct gs_card *c, u64 t);
+
+#endif /* GS_SCHED_INT_H */
