@@ -482,6 +482,11 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 			{quota: 30, kernel: ms, depth: 2},
 			{quota: 70, kernel: ms, depth: 2},
 		}, []float64{30, 70}, ""},
+		{"one 40 ms kernel per grant", WeightedPreemptive, []*vtenant{
+			{quota: 5, kernel: 40 * ms, depth: 1, wake: 50 * us},
+			{quota: 5, kernel: 2 * ms, depth: 2, wake: 50 * us},
+			{quota: 10, kernel: 2 * ms, depth: 8, wake: 50 * us},
+		}, []float64{25, 25, 50}, "66.1 6.8 27.1"},
 		{"fixed 30/70, mixed", Fixed, []*vtenant{
 			{quota: 30, kernel: 20 * ms, depth: 1},
 			{quota: 70, kernel: 100 * us, depth: 8},
