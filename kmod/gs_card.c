@@ -3,6 +3,8 @@
  * Cards and vGPUs: the administrator's calls and the statistics; the
  * hrtimer, the page and the wake-ups are gs_slice.c's.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/cgroup.h>
 #include <linux/err.h>
 #include <linux/gfp.h>
@@ -456,6 +458,9 @@ void gs_cards_free(void)
 			continue;
 		card->ticking = false;
 		hrtimer_cancel(&card->timer);
+		if (card->timer_max_ns)
+			pr_info("card %d: the longest timer callback took %llu ns\n",
+				i, card->timer_max_ns);
 		for (j = 0; j < GPUSLICE_MAX_VGPUS; j++)
 			if (rcu_access_pointer(card->vgpu[j]))
 				gs_kvgpu_put(rcu_access_pointer(card->vgpu[j]));

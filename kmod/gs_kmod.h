@@ -107,6 +107,7 @@ struct gs_kcard {
 	s32 woken;		/* the owner whose queues were woken last */
 	struct gs_kvgpu *vgpu[GPUSLICE_MAX_VGPUS];	/* RCU-readable */
 	struct hrtimer timer;
+	u64 timer_max_ns;	/* the longest gs_card_timer run (statistics) */
 	struct gpuslice_sched_page *page;
 	spinlock_t ledger_lock;	/* ledgers */
 	struct list_head ledgers;	/* the cgroups' gs_ledger */

@@ -254,12 +254,15 @@ static bool gs_card_ticks(const struct gs_kcard *card)
 
 /*
  * At each change of the slice: O(1) work in the core and at most three
- * times GS_WAKE_FANOUT wake-ups (gs_card_wake).
+ * times GS_WAKE_FANOUT wake-ups (gs_card_wake). Its longest run is kept
+ * (timer_max_ns, logged when the card goes): the kernel's "hrtimer:
+ * interrupt took" is the whole interrupt's, this the card's own part.
  */
 enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 {
 	struct gs_kcard *card = container_of(timer, struct gs_kcard, timer);
 	enum hrtimer_restart ret = HRTIMER_NORESTART;
+	u64 t0 = ktime_get_ns(), took;
 	unsigned long flags;
 
 	spin_lock_irqsave(&card->lock, flags);
@@ -276,6 +279,9 @@ enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 				    ns_to_ktime(gs_next_change(&card->core)));
 		ret = HRTIMER_RESTART;
 	}
+	took = ktime_get_ns() - t0;
+	if (took > card->timer_max_ns)
+		card->timer_max_ns = took;
 	spin_unlock_irqrestore(&card->lock, flags);
 	return ret;
 }
