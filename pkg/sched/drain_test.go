@@ -297,158 +297,14 @@ func TestPreemptIdleSlice(t *testing.T) {
 	assert.Equal(t, hi, c.Tick(ms))
 }
 
-// A tenant of the virtual-time engine below.
-type vtenant struct {
-	quota    int
-	high     bool
-	kernel   uint64 // duration of each kernel
-	depth    int    // kernels in flight at most
-	gap      uint64 // wait after each completion before the next launch
-	id       int
-	inflight int
-	nextAt   uint64   // when it wants to launch again (gap)
-	busy     uint64   // engine time its kernels got, in the window
-	perWin   []uint64 // engine time per period, by the kernels' ends
-	lat      []uint64
-	launched []uint64 // launch times of its kernels in flight, FIFO
-	holding  bool     // it held a slice and has not released since
-	held     uint64   // start of the slice it held last
-	seq      uint64   // kernels launched
-	done     uint64   // kernels completed
-	fence    uint64   // its last kernel of the slice held (0: still open)
-	wake     uint64   // wake-up latency of its fencer and its launcher
-	relAt    uint64   // its fencer releases then (0: not due)
-	runAt    uint64   // it may launch from then (its launcher woke)
-	runnable bool     // it could run at the last step
-	noted    bool     // reported its work to the core once
-	pending  bool     // what it reported last
-}
-
-type vkernel struct {
-	t          *vtenant
-	start, end uint64
-}
-
-/*
- * engineRun drives the core as the no-module gate does, in virtual time
- * (2 us steps), against a first-come, non-preemptive engine: an owner
- * launches while it may run (its launcher wakes wake after it may), holds
- * each slice it launches in, and its fencer releases the hold wake after
- * its last kernel completed, once it may not run any more; a waiting
- * high-priority tenant preempts. It returns each tenant's share of the
- * engine time after warm-up; perWin is each tenant's engine time in each
- * 100 ms of wall time.
- */
-func engineRun(t *testing.T, policy Policy, ts []*vtenant, dur uint64) []float64 {
-	t.Helper()
-	return engineRunOn(t, newCard(t, policy, 20), ts, dur)
-}
-
-// engineRunOn is engineRun on a card of any configuration.
-func engineRunOn(t *testing.T, c *Card, ts []*vtenant, dur uint64) []float64 {
-	t.Helper()
-	for _, v := range ts {
-		id, err := c.AddVGPU(v.quota, v.high)
-		require.NoError(t, err)
-		v.id = id
-		require.NoError(t, c.SetProcs(id, 1))
-	}
-	const step = 2000 // ns
-	warm := dur / 5
-	var queue []vkernel
-	var engineFree uint64
-	for now := uint64(0); now < dur; now += step {
-		// Kernels that completed.
-		for len(queue) > 0 && queue[0].end <= now {
-			k := queue[0]
-			queue = queue[1:]
-			k.t.inflight--
-			k.t.done++
-			if k.end > warm {
-				from := max(k.start, warm)
-				k.t.busy += k.end - from
-			}
-			for w := k.start / (100 * ms); w*100*ms < k.end; w++ {
-				for uint64(len(k.t.perWin)) <= w {
-					k.t.perWin = append(k.t.perWin, 0)
-				}
-				k.t.perWin[w] += min(k.end, (w+1)*100*ms) - max(k.start, w*100*ms)
-			}
-			k.t.lat = append(k.t.lat, k.end-k.t.launched[0])
-			k.t.launched = k.t.launched[1:]
-			k.t.nextAt = k.end + k.t.gap
-		}
-		for _, v := range ts {
-			// Reported when it changes, as the gate does (ACQUIRE,
-			// RELEASE): the report's time is the last work's.
-			pending := v.holding || v.inflight < v.depth && now >= v.nextAt
-			if !v.noted || pending != v.pending {
-				require.NoError(t, c.NoteWork(v.id, now, pending))
-				v.noted, v.pending = true, pending
-			}
-		}
-		c.Preempt(now)
-		c.Tick(now)
-		for _, v := range ts {
-			// The fence: at the end of the slice it held, the
-			// fencer waits for the last kernel it launched in it
-			// and releases, waking v.wake after it completed.
-			if !v.holding || c.MayRun(v.id, now) && c.SliceStart() == v.held {
-				continue
-			}
-			if v.fence == 0 {
-				v.fence = v.seq
-			}
-			if v.done < v.fence {
-				continue
-			}
-			if v.relAt == 0 {
-				v.relAt = now + v.wake
-			}
-			if now >= v.relAt {
-				v.holding, v.relAt, v.fence = false, 0, 0
-				v.pending = now >= v.nextAt
-				require.NoError(t, c.NoteWork(v.id, now, v.pending))
-				c.Release(v.id, now)
-			}
-		}
-		for _, v := range ts {
-			runnable := c.MayRun(v.id, now)
-			if runnable && !v.runnable {
-				v.runAt = now + v.wake
-			}
-			v.runnable = runnable
-			for c.MayRun(v.id, now) && now >= v.runAt && v.inflight < v.depth && now >= v.nextAt {
-				// A hold is of the slice granted; a new one
-				// supersedes an earlier one still draining
-				// (the core charged it when it was granted).
-				if !v.holding || v.held != c.SliceStart() {
-					v.holding, v.held = true, c.SliceStart()
-					v.fence, v.relAt = 0, 0
-					require.NoError(t, c.Hold(v.id, true))
-				}
-				start := max(engineFree, now)
-				engineFree = start + v.kernel
-				queue = append(queue, vkernel{t: v, start: start, end: engineFree})
-				v.inflight++
-				v.seq++
-				v.launched = append(v.launched, now)
-			}
-		}
-	}
-	var total uint64
-	for _, v := range ts {
-		total += v.busy
-	}
-	shares := make([]float64, len(ts))
-	for i, v := range ts {
-		shares[i] = 100 * float64(v.busy) / float64(total)
-	}
-	return shares
-}
-
 // The shares hold whatever the kernels look like: each tenant is charged
 // the engine time its queued work took, not the slices it was granted.
+// Each shape runs on two engines: first-come (a tail runs before the next
+// owner's work) and time-sliced (a tail shares the engine with it, 1 ms
+// turns, as a GPU's contexts do). Which one a GPU is decides how a tail
+// must be charged: charging it in full to its owner holds the first-come
+// cases and starves long kernels on the time-sliced engine (a fifth
+// attempt, kmod/core/README.md "Open"), so both are kept.
 func TestEngineSharesAnyKernelShape(t *testing.T) {
 	us := ms / 1000
 	for _, tc := range []struct {
@@ -457,42 +313,43 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 		ts     []*vtenant
 		want   []float64
 		open   string // the shares measured under early handover, open
+		sliced string // ... on a time-sliced engine, open
 	}{
 		{"one shape per tenant", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: 50 * us, depth: 2},
 			{quota: 5, kernel: ms, depth: 2},
 			{quota: 10, kernel: 20 * ms, depth: 2},
-		}, []float64{25, 25, 50}, "0.2 3.4 96.4"},
+		}, []float64{25, 25, 50}, "0.2 3.4 96.4", "21.4 14.9 63.6"},
 		{"long kernels on the small quota", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: 20 * ms, depth: 2},
 			{quota: 5, kernel: 50 * us, depth: 2},
 			{quota: 10, kernel: ms, depth: 2},
-		}, []float64{25, 25, 50}, "87.3 1.5 11.3"},
+		}, []float64{25, 25, 50}, "87.3 1.5 11.3", "52.0 23.0 25.0"},
 		{"64 in flight", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: ms, depth: 64},
 			{quota: 5, kernel: ms, depth: 64},
 			{quota: 10, kernel: ms, depth: 64},
-		}, []float64{25, 25, 50}, "33.7 32.1 34.2"},
+		}, []float64{25, 25, 50}, "33.7 32.1 34.2", "33.3 33.3 33.3"},
 		{"hybrid 30 + two quota-0", Hybrid, []*vtenant{
 			{quota: 30, kernel: ms, depth: 2},
 			{quota: 0, kernel: ms, depth: 2},
 			{quota: 0, kernel: 20 * ms, depth: 1},
-		}, []float64{30, 35, 35}, ""},
+		}, []float64{30, 35, 35}, "", "25.5 26.9 47.6"},
 		{"fixed 30/70", Fixed, []*vtenant{
 			{quota: 30, kernel: ms, depth: 2},
 			{quota: 70, kernel: ms, depth: 2},
-		}, []float64{30, 70}, ""},
+		}, []float64{30, 70}, "", ""},
 		{"one 40 ms kernel per grant", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: 40 * ms, depth: 1, wake: 50 * us},
 			{quota: 5, kernel: 2 * ms, depth: 2, wake: 50 * us},
 			{quota: 10, kernel: 2 * ms, depth: 8, wake: 50 * us},
-		}, []float64{25, 25, 50}, "66.1 6.8 27.1"},
+		}, []float64{25, 25, 50}, "66.1 6.8 27.1", "42.2 10.4 47.4"},
 		{"fixed 30/70, mixed", Fixed, []*vtenant{
 			{quota: 30, kernel: 20 * ms, depth: 1},
 			{quota: 70, kernel: 100 * us, depth: 8},
-		}, []float64{30, 70}, "34.4 65.6"},
+		}, []float64{30, 70}, "34.4 65.6", "53.3 46.7"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name+"/first-come", func(t *testing.T) {
 			if tc.open != "" {
 				// Open (issue 14): work queued in one slice
 				// outruns the drain bound (one slice) and the
@@ -505,13 +362,37 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 				// on it.
 				t.Skipf("open: shares %s under early handover", tc.open)
 			}
-			shares := engineRun(t, tc.policy, tc.ts, 3000*ms)
-			for i, s := range shares {
-				assert.InDelta(t, tc.want[i], s, 3, "tenant %d: shares %.1f", i, shares)
+			checkShares(t, tc.want, engineRun(t, tc.policy, fresh(tc.ts), 3000*ms))
+		})
+		t.Run(tc.name+"/time-sliced", func(t *testing.T) {
+			if tc.sliced != "" {
+				// Open (issue 14): a tail shares the engine
+				// with the next owners' work, 1 ms turns each
+				// (kmod/core/README.md, "Open").
+				t.Skipf("open: shares %s on a time-sliced engine", tc.sliced)
 			}
-			t.Logf("shares %.1f", shares)
+			c := newCard(t, tc.policy, 20)
+			checkShares(t, tc.want, engineRunSliced(t, c, fresh(tc.ts), 3000*ms, ms))
 		})
 	}
+}
+
+// fresh copies the tenants' shapes, for a run of their own.
+func fresh(ts []*vtenant) []*vtenant {
+	var out []*vtenant
+	for _, v := range ts {
+		out = append(out, &vtenant{quota: v.quota, high: v.high, kernel: v.kernel,
+			depth: v.depth, gap: v.gap, wake: v.wake})
+	}
+	return out
+}
+
+func checkShares(t *testing.T, want, shares []float64) {
+	t.Helper()
+	for i, s := range shares {
+		assert.InDelta(t, want[i], s, 3, "tenant %d: shares %.1f", i, shares)
+	}
+	t.Logf("shares %.1f", shares)
 }
 
 // A high-priority tenant of short kernels with gaps between them, next to
