@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/gpuslice/gpuslice/pkg/config"
@@ -25,20 +26,24 @@ func Install(o Options) error {
 	if err != nil {
 		return err
 	}
+	major, err := in.containerdMajor()
+	if err != nil {
+		return err
+	}
 	upgrade := len(in.m.Files) > 0
 	if in.live {
 		in.say("gpuslice: installing on this node")
 	} else {
 		in.say("gpuslice: installing into %s (DESTDIR: the running system is not touched)", in.root)
 	}
-	err = in.install(upgrade)
+	err = in.install(upgrade, major)
 	if serr := in.saveManifest(); err == nil {
 		err = serr
 	}
 	return err
 }
 
-func (in *installer) install(upgrade bool) error {
+func (in *installer) install(upgrade bool, major int) error {
 	in.say("files:")
 	for _, b := range []struct{ name, what string }{
 		{"gpuslice-nri", "the node agent"},
@@ -55,7 +60,7 @@ func (in *installer) install(upgrade bool) error {
 		in.agentChanged = in.agentChanged || (changed && b.name == "gpuslice-nri")
 	}
 
-	plan, err := in.containerd()
+	plan, err := in.containerd(major)
 	if err != nil {
 		return err
 	}
@@ -128,12 +133,25 @@ func (in *installer) unit(socket string) error {
 	return err
 }
 
-// containerd writes the drop-in that turns NRI on, if one is needed.
-func (in *installer) containerd() (ContainerdPlan, error) {
-	major := in.ContainerdMajor
-	if major == 0 && in.sys != nil {
-		major = in.sys.ContainerdMajor()
+// containerdMajor is containerd's major version: as given, or asked of
+// the running system (0: unknown). A containerd older than 1.7 has no
+// NRI: gpuslice-nri could never connect, so no container would get a
+// vGPU's devices or limits from it, and the install stops before it
+// writes anything.
+func (in *installer) containerdMajor() (int, error) {
+	if in.ContainerdMajor != 0 || in.sys == nil {
+		return in.ContainerdMajor, nil
 	}
+	major, minor := in.sys.ContainerdVersion()
+	if major == 1 && minor < 7 {
+		return 0, fmt.Errorf("containerd 1.%d has no NRI, which gpuslice-nri plugs into "+
+			"(it came with containerd 1.7): upgrade containerd to 1.7 or later, then run the install again", minor)
+	}
+	return major, nil
+}
+
+// containerd writes the drop-in that turns NRI on, if one is needed.
+func (in *installer) containerd(major int) (ContainerdPlan, error) {
 	var plan ContainerdPlan
 	var err error
 	if own, ok := in.m.Files[in.ContainerdConfig]; ok && own.KeepIfEdited &&
@@ -172,17 +190,27 @@ func (in *installer) containerd() (ContainerdPlan, error) {
 	return plan, nil
 }
 
-// containerdMajor asks the running system's containerd; 0 when none.
-func containerdMajor() int {
+// containerdVersion asks the running system's containerd; 0, 0 when none.
+func containerdVersion() (major, minor int) {
 	out, err := exec.Command("containerd", "--version").Output()
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	m := regexp.MustCompile(`\sv?(\d+)\.\d+`).FindSubmatch(out)
+	return parseContainerdVersion(string(out))
+}
+
+// parseContainerdVersion reads `containerd --version`'s line ("containerd
+// github.com/containerd/containerd v1.7.27 <commit>", or "containerd
+// containerd.io 1.6.20 <commit>" from Docker's packages); 0, 0 when it
+// names no version.
+func parseContainerdVersion(out string) (major, minor int) {
+	m := regexp.MustCompile(`\sv?(\d+)\.(\d+)`).FindStringSubmatch(out)
 	if m == nil {
-		return 0
+		return 0, 0
 	}
-	return int(m[1][0] - '0')
+	major, _ = strconv.Atoi(m[1])
+	minor, _ = strconv.Atoi(m[2])
+	return major, minor
 }
 
 func describeMajor(major int) string {

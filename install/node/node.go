@@ -75,9 +75,9 @@ type system interface {
 	KernelRelease() string
 	// SystemdRunning: systemd is the init system.
 	SystemdRunning() bool
-	// ContainerdMajor is the installed containerd's major version, 0
-	// when none.
-	ContainerdMajor() int
+	// ContainerdVersion is the installed containerd's major and minor
+	// version, 0, 0 when none.
+	ContainerdVersion() (major, minor int)
 	// ModuleRefusal says why the kernel may refuse an unsigned module
 	// (lockdown, Secure Boot), "" when nothing says it would.
 	ModuleRefusal() string
@@ -118,7 +118,7 @@ func (hostSystem) SystemdRunning() bool {
 	return err == nil
 }
 
-func (hostSystem) ContainerdMajor() int { return containerdMajor() }
+func (hostSystem) ContainerdVersion() (major, minor int) { return containerdVersion() }
 
 func (hostSystem) ModuleRefusal() string { return secureBoot(lockdownFile, secureBootVar) }
 

@@ -22,6 +22,8 @@ type fakeSystem struct {
 	loaded                 bool
 	added, installed       bool
 	ran                    []string
+	// containerd is what `containerd --version` says ("": 2.1).
+	containerd string
 }
 
 const fakeKernel = "6.12.0-test-amd64"
@@ -71,7 +73,12 @@ func (f *fakeSystem) Exists(path string) bool {
 
 func (f *fakeSystem) KernelRelease() string { return fakeKernel }
 func (f *fakeSystem) SystemdRunning() bool  { return true }
-func (f *fakeSystem) ContainerdMajor() int  { return 2 }
+func (f *fakeSystem) ContainerdVersion() (major, minor int) {
+	if f.containerd == "" {
+		return 2, 1
+	}
+	return parseContainerdVersion("containerd github.com/containerd/containerd v" + f.containerd + ".0 abc")
+}
 func (f *fakeSystem) ModuleRefusal() string { return f.refusal }
 
 // ranSince are the commands run from the i-th on.
@@ -233,5 +240,54 @@ func TestModuleUpgradeLeavesItLoaded(t *testing.T) {
 	}
 	if !sys.loaded {
 		t.Error("the upgrade unloaded the module")
+	}
+}
+
+func TestParseContainerdVersion(t *testing.T) {
+	for _, tc := range []struct {
+		out          string
+		major, minor int
+	}{
+		{"containerd github.com/containerd/containerd v1.6.20 2806fc1057397dbaeefbea0e4e17bddfbd388f38\n", 1, 6},
+		{"containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da\n", 1, 7},
+		{"containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376\n", 2, 1},
+		{"containerd github.com/containerd/containerd v1.10.0 abc\n", 1, 10},
+		{"containerd: command not found\n", 0, 0},
+	} {
+		major, minor := parseContainerdVersion(tc.out)
+		if major != tc.major || minor != tc.minor {
+			t.Errorf("%q: %d.%d, want %d.%d", tc.out, major, minor, tc.major, tc.minor)
+		}
+	}
+}
+
+// A containerd without NRI (before 1.7) stops the install before it
+// writes anything: gpuslice-nri could never connect to it.
+func TestInstallRefusesContainerdWithoutNRI(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		refused bool
+	}{{"1.6", true}, {"1.5", true}, {"1.7", false}, {"2.1", false}} {
+		t.Run(tc.version, func(t *testing.T) {
+			dest := t.TempDir()
+			before := tree(t, dest)
+			o := options(dest, nil)
+			var out strings.Builder
+			o.Out, o.sys = &out, &fakeSystem{dkms: true, headers: true, containerd: tc.version}
+			err := Install(o)
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("containerd %s: %v\n%s", tc.version, err, out.String())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "containerd "+tc.version+" has no NRI") ||
+				!strings.Contains(err.Error(), "upgrade containerd to 1.7") {
+				t.Fatalf("containerd %s: %v, want a refusal naming the version and the fix\n%s", tc.version, err, out.String())
+			}
+			if after := tree(t, dest); after != before {
+				t.Errorf("containerd %s: the refused install wrote:\n%s", tc.version, after)
+			}
+		})
 	}
 }
