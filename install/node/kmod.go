@@ -127,8 +127,12 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 		return in.noModule("dkms is not installed (apt-get install dkms linux-headers-$(uname -r), then make install again)")
 	}
 	// A changed source under the same version: DKMS keeps the old
-	// build until it is removed (which leaves a loaded module alone).
+	// build until it is removed (which leaves a loaded module alone),
+	// and is built again for every kernel it was built for.
+	var rebuild []string
 	if in.m.DKMS == ref && in.m.ModuleSHA256 != sum {
+		out, _ := in.run("dkms", "status", ref)
+		rebuild = dkmsKernels(out)
 		in.runReport("dkms", "remove", ref, "--all")
 		in.m.DKMS = ""
 	}
@@ -139,6 +143,7 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 	}
 	in.m.DKMS, in.m.ModuleSHA256 = ref, sum
 	kver := in.sys.KernelRelease()
+	in.rebuildOthers(ref, kver, rebuild)
 	if !in.sys.Exists(filepath.Join("/lib/modules", kver, "build")) {
 		return in.noModule(fmt.Sprintf("no kernel headers for the running kernel %s (apt-get install linux-headers-%s, then make install again; DKMS builds the module for kernels installed later)", kver, kver))
 	}
@@ -163,6 +168,46 @@ func (in *installer) module(upgrade bool) (moduleResult, error) {
 		return moduleResult{}, err
 	}
 	return moduleResult{ok: true}, nil
+}
+
+// rebuildOthers builds the changed module for the kernels besides the
+// running one that had it (their headers there): without it they would
+// boot without the module until DKMS's autoinstall, where there is one,
+// builds it. A failure is reported, not fatal: the running kernel's
+// module is what this install loads.
+func (in *installer) rebuildOthers(ref, running string, kernels []string) {
+	for _, k := range kernels {
+		if k == running {
+			continue
+		}
+		if !in.sys.Exists(filepath.Join("/lib/modules", k, "build")) {
+			in.say("  kernel %s: no headers, not built again (apt-get install linux-headers-%s, then make install again)", k, k)
+			continue
+		}
+		if _, err := in.run("dkms", "install", ref, "-k", k); err != nil {
+			in.say("  kernel %s: dkms could not build the new source: %v", k, err)
+			continue
+		}
+		in.say("  built and installed for kernel %s too", k)
+	}
+}
+
+// dkmsKernels are the kernels `dkms status` says a module is installed
+// for: "gpuslice/1.0.0, 6.12.0-1-amd64, x86_64: installed" (DKMS 3) or
+// "gpuslice, 1.0.0, 6.1.0-18-amd64, x86_64: installed" (DKMS 2).
+func dkmsKernels(status string) []string {
+	var ks []string
+	for _, line := range strings.Split(status, "\n") {
+		head, _, ok := strings.Cut(line, ": installed")
+		if !ok {
+			continue
+		}
+		f := strings.Split(head, ", ")
+		if len(f) >= 3 {
+			ks = append(ks, f[len(f)-2])
+		}
+	}
+	return ks
 }
 
 // noModule reports why the module is not used.

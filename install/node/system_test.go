@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -24,6 +25,10 @@ type fakeSystem struct {
 	ran                    []string
 	// containerd is what `containerd --version` says ("": 2.1).
 	containerd string
+	// others: kernels besides the running one, with the module built
+	// and installed for them (true) or not; noHeaders: of those, the
+	// ones without headers.
+	others, noHeaders map[string]bool
 }
 
 const fakeKernel = "6.12.0-test-amd64"
@@ -33,10 +38,25 @@ func (f *fakeSystem) Run(name string, args ...string) (string, error) {
 	f.ran = append(f.ran, line)
 	switch {
 	case line == "dkms status gpuslice/1.0.0":
-		if f.added {
-			return "gpuslice/1.0.0: added\n", nil
+		if !f.added {
+			return "", nil
 		}
-		return "", nil
+		out := ""
+		if f.installed {
+			out += "gpuslice/1.0.0, " + fakeKernel + ", x86_64: installed\n"
+		}
+		for k, in := range f.others {
+			if in {
+				out += "gpuslice/1.0.0, " + k + ", x86_64: installed\n"
+			}
+		}
+		if out == "" {
+			out = "gpuslice/1.0.0: added\n"
+		}
+		return out, nil
+	case strings.HasPrefix(line, "dkms install gpuslice/1.0.0 -k ") && f.others != nil &&
+		line != "dkms install gpuslice/1.0.0 -k "+fakeKernel:
+		f.others[strings.TrimPrefix(line, "dkms install gpuslice/1.0.0 -k ")] = true
 	case line == "dkms status gpuslice/1.0.0 -k "+fakeKernel:
 		if f.installed {
 			return "gpuslice/1.0.0, " + fakeKernel + ", x86_64: installed\n", nil
@@ -48,6 +68,9 @@ func (f *fakeSystem) Run(name string, args ...string) (string, error) {
 		f.installed = true
 	case line == "dkms remove gpuslice/1.0.0 --all":
 		f.added, f.installed = false, false
+		for k := range f.others {
+			f.others[k] = false
+		}
 	case line == "modprobe gpuslice":
 		if f.modprobeError != "" {
 			return f.modprobeError + "\n", errors.New("exit status 1")
@@ -67,6 +90,11 @@ func (f *fakeSystem) Exists(path string) bool {
 		return f.headers
 	case "/sys/module/gpuslice":
 		return f.loaded
+	}
+	if k, ok := strings.CutPrefix(path, "/lib/modules/"); ok {
+		k = strings.TrimSuffix(k, "/build")
+		_, other := f.others[k]
+		return other && !f.noHeaders[k]
 	}
 	return false
 }
@@ -289,5 +317,48 @@ func TestInstallRefusesContainerdWithoutNRI(t *testing.T) {
 				t.Errorf("containerd %s: the refused install wrote:\n%s", tc.version, after)
 			}
 		})
+	}
+}
+
+// A changed module source under the same version is built again for every
+// kernel DKMS had built it for, not only the running one: otherwise those
+// kernels boot without the module (until DKMS's autoinstall, where there
+// is one). One without headers is named.
+func TestModuleSourceChangeRebuildsEveryKernel(t *testing.T) {
+	dest := t.TempDir()
+	sys := &fakeSystem{dkms: true, headers: true,
+		others:    map[string]bool{"6.1.0-old-amd64": true, "6.9.0-gone-amd64": true},
+		noHeaders: map[string]bool{"6.9.0-gone-amd64": true}}
+	o := options(dest, nil)
+	o.ContainerdMajor, o.sys = 2, sys
+	install(t, o)
+
+	// The same version, another source.
+	mpath := filepath.Join(dest, ManifestPath)
+	var m map[string]any
+	if err := json.Unmarshal(read(t, mpath), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["moduleSHA256"] = "a changed source"
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dest, map[string]string{ManifestPath: string(b)})
+	n := len(sys.ran)
+	report := install(t, o)
+	ran := sys.ranSince(n)
+	want := []string{"dkms remove gpuslice/1.0.0 --all", "dkms add gpuslice/1.0.0",
+		"dkms install gpuslice/1.0.0 -k 6.1.0-old-amd64", "dkms install gpuslice/1.0.0 -k " + fakeKernel}
+	if !inOrder(ran, want) {
+		t.Errorf("ran %q, want %q in order", ran, want)
+	}
+	if slices.Contains(ran, "dkms install gpuslice/1.0.0 -k 6.9.0-gone-amd64") {
+		t.Errorf("built for a kernel without headers: %q", ran)
+	}
+	for _, s := range []string{"built and installed for kernel 6.1.0-old-amd64 too", "kernel 6.9.0-gone-amd64: no headers"} {
+		if !strings.Contains(report, s) {
+			t.Errorf("the report does not say %q:\n%s", s, report)
+		}
 	}
 }
