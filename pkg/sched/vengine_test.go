@@ -74,6 +74,29 @@ func engineRunSliced(t *testing.T, c *Card, ts []*vtenant, dur, timeslice uint64
 	return runEngine(t, c, ts, dur, timeslice)
 }
 
+// ran books engine time [from, to) to v: busy after warm-up, and each
+// 100 ms window's part.
+func (v *vtenant) ran(from, to, warm uint64) {
+	if to > warm {
+		v.busy += to - max(from, warm)
+	}
+	for w := from / (100 * ms); w*100*ms < to; w++ {
+		for uint64(len(v.perWin)) <= w {
+			v.perWin = append(v.perWin, 0)
+		}
+		v.perWin[w] += min(to, (w+1)*100*ms) - max(from, w*100*ms)
+	}
+}
+
+// finish completes v's oldest kernel in flight at end.
+func (v *vtenant) finish(end uint64) {
+	v.inflight--
+	v.done++
+	v.lat = append(v.lat, end-v.launched[0])
+	v.launched = v.launched[1:]
+	v.nextAt = end + v.gap
+}
+
 // slicedStep runs the time-sliced engine for one step from now: the
 // tenant whose turn it is, or the next one with work queued.
 func slicedStep(ts []*vtenant, now, step, warm, timeslice uint64, cur *int, used *uint64) {
@@ -81,21 +104,10 @@ func slicedStep(ts []*vtenant, now, step, warm, timeslice uint64, cur *int, used
 		if v := ts[*cur]; len(v.queued) > 0 && *used < timeslice {
 			v.queued[0] -= min(step, v.queued[0])
 			*used += step
-			if now >= warm {
-				v.busy += step
-			}
-			w := now / (100 * ms)
-			for uint64(len(v.perWin)) <= w {
-				v.perWin = append(v.perWin, 0)
-			}
-			v.perWin[w] += step
+			v.ran(now, now+step, warm)
 			if v.queued[0] == 0 {
 				v.queued = v.queued[1:]
-				v.inflight--
-				v.done++
-				v.lat = append(v.lat, now+step-v.launched[0])
-				v.launched = v.launched[1:]
-				v.nextAt = now + step + v.gap
+				v.finish(now + step)
 			}
 			return
 		}
@@ -124,21 +136,8 @@ func runEngine(t *testing.T, c *Card, ts []*vtenant, dur, timeslice uint64) []fl
 		for len(queue) > 0 && queue[0].end <= now {
 			k := queue[0]
 			queue = queue[1:]
-			k.t.inflight--
-			k.t.done++
-			if k.end > warm {
-				from := max(k.start, warm)
-				k.t.busy += k.end - from
-			}
-			for w := k.start / (100 * ms); w*100*ms < k.end; w++ {
-				for uint64(len(k.t.perWin)) <= w {
-					k.t.perWin = append(k.t.perWin, 0)
-				}
-				k.t.perWin[w] += min(k.end, (w+1)*100*ms) - max(k.start, w*100*ms)
-			}
-			k.t.lat = append(k.t.lat, k.end-k.t.launched[0])
-			k.t.launched = k.t.launched[1:]
-			k.t.nextAt = k.end + k.t.gap
+			k.t.ran(k.start, k.end, warm)
+			k.t.finish(k.end)
 		}
 		for _, v := range ts {
 			// Reported when it changes, as the gate does (ACQUIRE,
