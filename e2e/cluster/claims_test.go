@@ -27,6 +27,34 @@ func (n *node) waitVGPUs(t *testing.T, ns, pod string, want int) []cardVGPU {
 	}
 }
 
+// waitCardCounts waits until every card holds the number of vGPUs want
+// gives for its UUID (none for a card it does not name). The status is
+// the agent's latest sample, taken every metrics window, so a pod that
+// just turned Running may not be in it yet.
+func (n *node) waitCardCounts(t *testing.T, want map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		s, err := n.status()
+		var wrong []string
+		if err == nil {
+			for _, c := range s.Cards {
+				if got := len(c.VGPUs); got != want[c.UUID] {
+					wrong = append(wrong, fmt.Sprintf("card %d (%s) holds %d vGPUs; want %d",
+						c.Index, c.UUID, got, want[c.UUID]))
+				}
+			}
+		}
+		if err == nil && len(wrong) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v (status error %v)", pollTimeout, wrong, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // pending creates a pod of the template and waits until the scheduler
 // says it cannot place it for want of devices ("cannot allocate all
 // claims").
@@ -126,19 +154,7 @@ func TestMaxInstByScheduler(t *testing.T) {
 		}
 	}
 	t.Logf("20 vGPU pods Running in %.1f s", time.Since(began).Seconds())
-	s, err := n.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range s.Cards {
-		want := 0
-		if c.UUID == uuid {
-			want = 20
-		}
-		if len(c.VGPUs) != want {
-			t.Errorf("card %d (%s) holds %d vGPUs; want %d", c.Index, c.UUID, len(c.VGPUs), want)
-		}
-	}
+	n.waitCardCounts(t, map[string]int{uuid: 20})
 	n.checkVGPU(t, ns, "p07", 512, 0)
 
 	n.pending(t, ns, "p20", "small", "the 21st")
