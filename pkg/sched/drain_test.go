@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -312,45 +313,46 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 		policy Policy
 		ts     []*vtenant
 		want   []float64
-		open   string // the shares measured under early handover, open
-		sliced string // ... on a time-sliced engine, open
+		open   bool // the shares miss under early handover (open)
+		sliced bool // ... on a time-sliced engine (open)
 	}{
 		{"one shape per tenant", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: 50 * us, depth: 2},
 			{quota: 5, kernel: ms, depth: 2},
 			{quota: 10, kernel: 20 * ms, depth: 2},
-		}, []float64{25, 25, 50}, "0.2 3.4 96.4", "21.4 14.9 63.6"},
+		}, []float64{25, 25, 50}, true, true},
 		{"long kernels on the small quota", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: 20 * ms, depth: 2},
 			{quota: 5, kernel: 50 * us, depth: 2},
 			{quota: 10, kernel: ms, depth: 2},
-		}, []float64{25, 25, 50}, "87.3 1.5 11.3", "52.0 23.0 25.0"},
+		}, []float64{25, 25, 50}, true, true},
 		{"64 in flight", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: ms, depth: 64},
 			{quota: 5, kernel: ms, depth: 64},
 			{quota: 10, kernel: ms, depth: 64},
-		}, []float64{25, 25, 50}, "33.7 32.1 34.2", "33.3 33.3 33.3"},
+		}, []float64{25, 25, 50}, true, true},
 		{"hybrid 30 + two quota-0", Hybrid, []*vtenant{
 			{quota: 30, kernel: ms, depth: 2},
 			{quota: 0, kernel: ms, depth: 2},
 			{quota: 0, kernel: 20 * ms, depth: 1},
-		}, []float64{30, 35, 35}, "", "25.5 26.9 47.6"},
+		}, []float64{30, 35, 35}, false, true},
 		{"fixed 30/70", Fixed, []*vtenant{
 			{quota: 30, kernel: ms, depth: 2},
 			{quota: 70, kernel: ms, depth: 2},
-		}, []float64{30, 70}, "", ""},
+		}, []float64{30, 70}, false, false},
 		{"one 40 ms kernel per grant", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: 40 * ms, depth: 1, wake: 50 * us},
 			{quota: 5, kernel: 2 * ms, depth: 2, wake: 50 * us},
 			{quota: 10, kernel: 2 * ms, depth: 8, wake: 50 * us},
-		}, []float64{25, 25, 50}, "66.1 6.8 27.1", "42.2 10.4 47.4"},
+		}, []float64{25, 25, 50}, true, true},
 		{"fixed 30/70, mixed", Fixed, []*vtenant{
 			{quota: 30, kernel: 20 * ms, depth: 1},
 			{quota: 70, kernel: 100 * us, depth: 8},
-		}, []float64{30, 70}, "34.4 65.6", "53.3 46.7"},
+		}, []float64{30, 70}, true, true},
 	} {
 		t.Run(tc.name+"/first-come", func(t *testing.T) {
-			if tc.open != "" {
+			shares := engineRun(t, tc.policy, fresh(tc.ts), 3000*ms)
+			if tc.open {
 				// Open (issue 14): work queued in one slice
 				// outruns the drain bound (one slice) and the
 				// tenant is granted again before its release:
@@ -360,19 +362,20 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 				// core, whose card idled up to DrainMax at every
 				// held slice's end; the 40 ms case was not run
 				// on it.
-				t.Skipf("open: shares %s under early handover", tc.open)
+				skipOpen(t, "under early handover", tc.want, shares)
 			}
-			checkShares(t, tc.want, engineRun(t, tc.policy, fresh(tc.ts), 3000*ms))
+			checkShares(t, tc.want, shares)
 		})
 		t.Run(tc.name+"/time-sliced", func(t *testing.T) {
-			if tc.sliced != "" {
+			c := newCard(t, tc.policy, 20)
+			shares := engineRunSliced(t, c, fresh(tc.ts), 3000*ms, ms)
+			if tc.sliced {
 				// Open (issue 14): a tail shares the engine
 				// with the next owners' work, 1 ms turns each
 				// (kmod/core/README.md, "Open").
-				t.Skipf("open: shares %s on a time-sliced engine", tc.sliced)
+				skipOpen(t, "on a time-sliced engine", tc.want, shares)
 			}
-			c := newCard(t, tc.policy, 20)
-			checkShares(t, tc.want, engineRunSliced(t, c, fresh(tc.ts), 3000*ms, ms))
+			checkShares(t, tc.want, shares)
 		})
 	}
 }
@@ -385,6 +388,18 @@ func fresh(ts []*vtenant) []*vtenant {
 			depth: v.depth, gap: v.gap, wake: v.wake})
 	}
 	return out
+}
+
+// skipOpen skips a case marked open, logging what it measured, unless it
+// now holds: then the mark is stale and the case must be asserted again.
+func skipOpen(t *testing.T, engine string, want, shares []float64) {
+	t.Helper()
+	for i, s := range shares {
+		if math.Abs(want[i]-s) > 3 {
+			t.Skipf("open: shares %.1f %s, want %.0f", shares, engine, want)
+		}
+	}
+	t.Fatalf("marked open, but shares %.1f %s are within 3 points of %.0f: drop the mark", shares, engine, want)
 }
 
 func checkShares(t *testing.T, want, shares []float64) {
