@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "ee1ca4376b77ed7b1dbb82839cc17bdc7a0c4ee7493c94981b6a8d8ef69c274d"
+const cSourcesHash = "45d261ff04f53e1ad1b59e38813c4ce075fec6f3d8a2470d573540adff3b136c"

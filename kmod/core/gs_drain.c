@@ -4,7 +4,8 @@
  * "Draining"). A holder's slice hands the card on at once when it ends
  * (gs_handover, gs_sched.c); here the drain that follows is waited for,
  * bounded, charged and released, a late release settles what the drain's
- * lapse left open, and a high-priority vGPU cuts a slice short.
+ * lapse left open, debt is repaid at the next grants (gs_pick and gs_begin
+ * ask), and a high-priority vGPU cuts a slice short.
  */
 #include "gs_sched.h"
 #include "gs_sched_int.h"
@@ -17,7 +18,7 @@ static u64 gs_debt_cap(const struct gs_card *c)
 
 /*
  * vGPU id's work ran over ns past its slice's end: owed to its next
- * slices in full (repaid a slice at a time by gs_pays_debt).
+ * slices in full (repaid by gs_pays_debt and gs_pay_rest).
  */
 static void gs_charge(struct gs_card *c, int id, u64 over)
 {
@@ -26,6 +27,64 @@ static void gs_charge(struct gs_card *c, int id, u64 over)
 
 	v->overrun_ns += over;
 	v->debt_ns = v->debt_ns + over > cap ? cap : v->debt_ns + over;
+}
+
+/* Is any vGPU but id active at now (would another one take a slice)? */
+static bool gs_others_active(const struct gs_card *c, int id, u64 now)
+{
+	int i;
+
+	for (i = 0; i < GS_MAX_VGPUS; i++)
+		if (i != id && gs_vgpu_active(c, i, now))
+			return true;
+	return false;
+}
+
+/*
+ * Does vGPU id give up the unit it would be handed, to pay its debt? A
+ * whole slice's worth of debt pays one unit, which then takes no time. A
+ * work-conserving policy forgives the debt of a vGPU nobody else is
+ * waiting behind: the card would idle instead.
+ */
+bool gs_pays_debt(struct gs_card *c, int id, u64 now, bool commit)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+
+	if (v->debt_ns < c->cfg.slice_ns)
+		return false;
+	if (gs_policy_skips_free(c->cfg.policy) &&
+	    !gs_others_active(c, id, now)) {
+		if (commit)
+			v->debt_ns = 0;
+		return false;
+	}
+	if (commit)
+		v->debt_ns -= c->cfg.slice_ns;
+	return true;
+}
+
+/*
+ * What vGPU id still owes under a slice shortens the slice it is granted
+ * (at least half a slice is left), so that a debt is repaid as it comes,
+ * not a whole unit at a time: the shares hold in every 100 ms. Forgiven
+ * as gs_pays_debt forgives.
+ */
+void gs_pay_rest(struct gs_card *c, int id, u64 now)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 pay = v->debt_ns, most = c->cfg.slice_ns / 2;
+
+	if (!pay || pay >= c->cfg.slice_ns)
+		return;
+	if (gs_policy_skips_free(c->cfg.policy) &&
+	    !gs_others_active(c, id, now)) {
+		v->debt_ns = 0;
+		return;
+	}
+	if (pay > most)
+		pay = most;
+	v->debt_ns -= pay;
+	c->slice_len -= pay;
 }
 
 /* How long a drain is waited for: a slice, less after a priority cut. */

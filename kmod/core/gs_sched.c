@@ -8,8 +8,8 @@
  * by smooth weighted round robin. At each slice boundary gs_tick walks the
  * table from the unit served last and hands the card to the first unit the
  * policy does not skip; an active high-priority vGPU goes first. What
- * happens at a held slice's end (the drain, its debt) and priority cuts
- * are in gs_drain.c.
+ * happens at a held slice's end (the drain, its debt, the debt's
+ * repayment) and priority cuts are in gs_drain.c.
  */
 #include "gs_sched.h"
 #include "gs_sched_int.h"
@@ -25,7 +25,7 @@ static inline u64 gs_div64(u64 a, u64 b)
 }
 #endif
 
-static bool gs_policy_skips_free(u32 policy)
+bool gs_policy_skips_free(u32 policy)
 {
 	return policy == GS_POLICY_PREEMPTIVE || policy == GS_POLICY_WEIGHTED ||
 	       policy == GS_POLICY_WEIGHTED_WEAK;
@@ -396,64 +396,6 @@ static int gs_next_shared(const struct gs_card *c, u64 now, u32 *rr)
 		}
 	}
 	return GS_OWNER_NONE;
-}
-
-/* Is any vGPU but id active at now (would another one take a slice)? */
-static bool gs_others_active(const struct gs_card *c, int id, u64 now)
-{
-	int i;
-
-	for (i = 0; i < GS_MAX_VGPUS; i++)
-		if (i != id && gs_active(&c->vgpu[i], now, c->cfg.reclaim_ns))
-			return true;
-	return false;
-}
-
-/*
- * Does vGPU id give up the unit it would be handed, to pay its debt? A
- * whole slice's worth of debt pays one unit, which then takes no time. A
- * work-conserving policy forgives the debt of a vGPU nobody else is
- * waiting behind: the card would idle instead.
- */
-static bool gs_pays_debt(struct gs_card *c, int id, u64 now, bool commit)
-{
-	struct gs_vgpu *v = &c->vgpu[id];
-
-	if (v->debt_ns < c->cfg.slice_ns)
-		return false;
-	if (gs_policy_skips_free(c->cfg.policy) &&
-	    !gs_others_active(c, id, now)) {
-		if (commit)
-			v->debt_ns = 0;
-		return false;
-	}
-	if (commit)
-		v->debt_ns -= c->cfg.slice_ns;
-	return true;
-}
-
-/*
- * What vGPU id still owes under a slice shortens the slice it is granted
- * (at least half a slice is left), so that a debt is repaid as it comes,
- * not a whole unit at a time: the shares hold in every 100 ms. Forgiven
- * as gs_pays_debt forgives.
- */
-static void gs_pay_rest(struct gs_card *c, int id, u64 now)
-{
-	struct gs_vgpu *v = &c->vgpu[id];
-	u64 pay = v->debt_ns, most = c->cfg.slice_ns / 2;
-
-	if (!pay || pay >= c->cfg.slice_ns)
-		return;
-	if (gs_policy_skips_free(c->cfg.policy) &&
-	    !gs_others_active(c, id, now)) {
-		v->debt_ns = 0;
-		return;
-	}
-	if (pay > most)
-		pay = most;
-	v->debt_ns -= pay;
-	c->slice_len -= pay;
 }
 
 /*

@@ -12,6 +12,8 @@
 
 /* gs_sched.c */
 bool gs_policy_has_priority(u32 policy);
+/* Policies 3, 4, 6: units of nobody are skipped (work-conserving). */
+bool gs_policy_skips_free(u32 policy);
 bool gs_valid_id(const struct gs_card *c, int id);
 /* Starts the slice at c->slice_start: its owner is picked now. */
 void gs_begin(struct gs_card *c, u64 now);
@@ -27,5 +29,9 @@ void gs_drain_begin(struct gs_card *c, int id, u64 start, u64 t, bool cut);
 void gs_drain_lapse(struct gs_card *c, u64 t);
 /* The drainer's work ran until t: it owes the time since drain_start. */
 void gs_drain_end(struct gs_card *c, u64 t);
+/* Does vGPU id skip the unit it would be handed, to pay its debt? */
+bool gs_pays_debt(struct gs_card *c, int id, u64 now, bool commit);
+/* Its debt under a slice shortens the slice it is granted now. */
+void gs_pay_rest(struct gs_card *c, int id, u64 now);
 
 #endif /* GS_SCHED_INT_H */

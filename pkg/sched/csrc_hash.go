@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "e6333e24e413279d1118d53d60c21b58e905b219afd4ac910fe461db76db4dde"
+const cSourcesHash = "509cbe1ebfb5db3931f6890dc2be1cbc41df3ee222df2408900b89760b15175e"
