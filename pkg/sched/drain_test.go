@@ -390,22 +390,26 @@ func fresh(ts []*vtenant) []*vtenant {
 	return out
 }
 
+// sharePoints is how far checkShares lets a share be from its target;
+// skipOpen calls a case that meets it no longer open.
+const sharePoints = 3.0
+
 // skipOpen skips a case marked open, logging what it measured, unless it
 // now holds: then the mark is stale and the case must be asserted again.
 func skipOpen(t *testing.T, engine string, want, shares []float64) {
 	t.Helper()
 	for i, s := range shares {
-		if math.Abs(want[i]-s) > 3 {
+		if math.Abs(want[i]-s) > sharePoints {
 			t.Skipf("open: shares %.1f %s, want %.0f", shares, engine, want)
 		}
 	}
-	t.Fatalf("marked open, but shares %.1f %s are within 3 points of %.0f: drop the mark", shares, engine, want)
+	t.Fatalf("marked open, but shares %.1f %s are within %.0f points of %.0f: drop the mark", shares, engine, sharePoints, want)
 }
 
 func checkShares(t *testing.T, want, shares []float64) {
 	t.Helper()
 	for i, s := range shares {
-		assert.InDelta(t, want[i], s, 3, "tenant %d: shares %.1f", i, shares)
+		assert.InDelta(t, want[i], s, sharePoints, "tenant %d: shares %.1f", i, shares)
 	}
 	t.Logf("shares %.1f", shares)
 }
