@@ -8,7 +8,7 @@ package sfcore
 //
 //	go generate ./internal/sfcore
 //
-//go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
+//go:generate go run github.com/gpuslice/gpuslice/internal/csrchash/gen
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).

@@ -7,7 +7,7 @@ package cabi
 //
 //	go generate ./pkg/kmod/internal/cabi
 //
-//go:generate env GPUSLICE_UPDATE_CSRC_HASH=1 go test -count=1 -run ^TestCSourcesHash$ .
+//go:generate go run github.com/gpuslice/gpuslice/internal/csrchash/gen
 
 // cSourcesHash is the SHA-256 of gpuslice.h (testenv.CheckCSourcesHash).
 const cSourcesHash = "5d4026a4c2f7124d5cb539d8311d2a06838763c4cc36d6f214d3a7ad56ac3111"
