@@ -334,11 +334,13 @@ static const char *const gs_splats[] = {
  * the whole interrupt's: over GS_HRTIMER_TOOK_MIN_NS while the card's own
  * part stayed under this, the rest was not the module's (a 23.9 ms one in
  * a CI run came during the BPF guard's tests). The cards' longest
- * callbacks in a whole run: 31 us to 2.8 ms (the emulator's own stalls).
- * The fault of before, every waiter woken in the callback, took 11-13 ms
- * in it. guest_test.go reads it from here.
+ * callbacks in a whole run: 31 us to 2.8 ms (the emulator's own stalls),
+ * and once 6.2 ms on a fresh clone's make test: a whole run's longest is
+ * one sample of the host's preemption. The fault of before, every waiter
+ * woken in the callback, took 11-13 ms in it. guest_test.go reads it from
+ * here.
  */
-#define GS_TIMER_CALLBACK_MAX_NS 5000000ULL
+#define GS_TIMER_CALLBACK_MAX_NS 10000000ULL
 
 /* A splat, or an hrtimer overrun too short to be the guest's? */
 static inline int gs_kmsg_benign(const char *msg)
