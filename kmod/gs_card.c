@@ -458,9 +458,10 @@ void gs_cards_free(void)
 			continue;
 		card->ticking = false;
 		hrtimer_cancel(&card->timer);
-		if (card->timer_max_ns)
-			pr_info("card %d: the longest timer callback took %llu ns\n",
-				i, card->timer_max_ns);
+		if (card->timer_runs)
+			pr_info("card %d: the longest timer callback took %llu ns, %llu of %llu took %u ns or more\n",
+				i, card->timer_max_ns, card->timer_slow,
+				card->timer_runs, GS_TIMER_SLOW_NS);
 		for (j = 0; j < GPUSLICE_MAX_VGPUS; j++)
 			if (rcu_access_pointer(card->vgpu[j]))
 				gs_kvgpu_put(rcu_access_pointer(card->vgpu[j]));

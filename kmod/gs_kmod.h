@@ -46,6 +46,14 @@
 /* Sleepers a wake-up reaches, and each woken one wakes (gs_client.c). */
 #define GS_WAKE_FANOUT	2
 
+/*
+ * A timer callback this long is slow (counted per card, logged when the
+ * card goes): its O(1) work takes tens of microseconds, so a slow run is
+ * the emulator's or the host's stall when it is rare, and the module's
+ * when it recurs (a fault that makes every handover slow).
+ */
+#define GS_TIMER_SLOW_NS	(1000U * 1000U)
+
 struct gs_kcard;
 
 /* The bytes a cgroup's vGPU(s) on a card charged (gs_ledger.c). */
@@ -108,6 +116,8 @@ struct gs_kcard {
 	struct gs_kvgpu *vgpu[GPUSLICE_MAX_VGPUS];	/* RCU-readable */
 	struct hrtimer timer;
 	u64 timer_max_ns;	/* the longest gs_card_timer run (statistics) */
+	u64 timer_runs;		/* gs_card_timer runs (statistics) */
+	u64 timer_slow;		/* of those, GS_TIMER_SLOW_NS or longer */
 	struct gpuslice_sched_page *page;
 	spinlock_t ledger_lock;	/* ledgers */
 	struct list_head ledgers;	/* the cgroups' gs_ledger */

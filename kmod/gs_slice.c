@@ -254,9 +254,10 @@ static bool gs_card_ticks(const struct gs_kcard *card)
 
 /*
  * At each change of the slice: O(1) work in the core and at most three
- * times GS_WAKE_FANOUT wake-ups (gs_card_wake). Its longest run is kept
- * (timer_max_ns, logged when the card goes): the kernel's "hrtimer:
- * interrupt took" is the whole interrupt's, this the card's own part.
+ * times GS_WAKE_FANOUT wake-ups (gs_card_wake). Its longest run and how
+ * many ran GS_TIMER_SLOW_NS or longer are kept (logged when the card
+ * goes): the kernel's "hrtimer: interrupt took" is the whole interrupt's,
+ * these the card's own part.
  */
 enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 {
@@ -282,6 +283,9 @@ enum hrtimer_restart gs_card_timer(struct hrtimer *timer)
 	took = ktime_get_ns() - t0;
 	if (took > card->timer_max_ns)
 		card->timer_max_ns = took;
+	card->timer_runs++;
+	if (took >= GS_TIMER_SLOW_NS)
+		card->timer_slow++;
 	spin_unlock_irqrestore(&card->lock, flags);
 	return ret;
 }
