@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "45d261ff04f53e1ad1b59e38813c4ce075fec6f3d8a2470d573540adff3b136c"
+const cSourcesHash = "0330886ed3201906bb98d566c909a8edfd13b8c4baf176bff9cfbbaeb2d1436f"

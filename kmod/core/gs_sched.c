@@ -270,6 +270,9 @@ int gs_vgpu_add(struct gs_card *c, u32 quota, u32 high)
 	v->holding = 0;
 	v->watches = 0;
 	v->debt_ns = 0;
+	v->credit_ns = 0;
+	v->prepaid_ns = 0;
+	v->last_drain_ns = 0;
 	v->overrun_ns = 0;
 	v->granted_ns = 0;
 	v->lapsed = 0;
@@ -473,6 +476,8 @@ void gs_begin(struct gs_card *c, u64 now)
 		c->idle_slices++;
 	if (c->owner >= 0)
 		gs_pay_rest(c, c->owner, now);
+	if (c->owner >= 0 && c->owner != c->drainer)
+		gs_prepay(c, c->owner, c->slice_start);
 	c->slice_end = c->slice_start + c->slice_len;
 	if (c->owner < 0)
 		return;

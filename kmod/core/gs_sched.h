@@ -81,6 +81,9 @@ struct gs_vgpu {
 	u8 lapsed;		/* its last drain lapsed, not released yet */
 	u32 nprocs;		/* processes holding the GPU */
 	u64 debt_ns;		/* overrun owed to its next slices */
+	u64 credit_ns;		/* prepaid, not drained: set against debt */
+	u64 prepaid_ns;		/* charged ahead for its current drain */
+	u64 last_drain_ns;	/* its last drain: prepaid at its grants */
 	u64 overrun_ns;		/* overrun charged in all (statistics) */
 	u64 last_work_ns;	/* time of the last gs_vgpu_note_work */
 	u64 slices;		/* slices granted (statistics) */
@@ -108,6 +111,7 @@ struct gs_card {
 	u64 drain_start;	/* the drainer's slice ended here */
 	u64 drain_slice;	/* ... and began here (its hold's identity) */
 	u64 slice_len;		/* the current slice's own length (less debt) */
+	u64 prepay_from;	/* no prepaid drains before: a drain lapsed */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */

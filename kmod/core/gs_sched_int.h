@@ -33,5 +33,9 @@ void gs_drain_end(struct gs_card *c, u64 t);
 bool gs_pays_debt(struct gs_card *c, int id, u64 now, bool commit);
 /* Its debt under a slice shortens the slice it is granted now. */
 void gs_pay_rest(struct gs_card *c, int id, u64 now);
+/* vGPU id's drain took over: charged, less what it prepaid. */
+void gs_settle(struct gs_card *c, int id, u64 over, bool drained);
+/* vGPU id, granted a slice, prepays the drain it had last time. */
+void gs_prepay(struct gs_card *c, int id, u64 now);
 
 #endif /* GS_SCHED_INT_H */

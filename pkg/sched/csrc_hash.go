@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "509cbe1ebfb5db3931f6890dc2be1cbc41df3ee222df2408900b89760b15175e"
+const cSourcesHash = "76cb2d7b5f7ba9cc3904bcdfb5c865e9f9d43566d2b85772d2c49b45f70f7b8c"

@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "f9a221b1229bba86aae18c69871be2c23dd87d5322069016c07c1e4c14b10f5a"
+const cSourcesHash = "68d5e1fff1e9d2d49526b58edda1ea52ec681a5e5673a6acac80ba0d128bd3ac"
