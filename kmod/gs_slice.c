@@ -110,7 +110,10 @@ void gs_card_procs(struct gs_kcard *card, struct gs_kvgpu *kv, int delta)
 	if (kv->dead || kv->mode != GPUSLICE_MODE_COMPUTE)
 		return;
 	card->nattached += delta;
-	gs_vgpu_set_procs(&card->core, kv->id, kv->nprocs);
+	if (gs_vgpu_set_procs(&card->core, kv->id, kv->nprocs) > 0) {
+		gs_page_publish(card);
+		gs_card_wake(card, true);
+	}
 }
 
 /* Reports kv's work (pending or drained) at now to the core; card->lock held. */

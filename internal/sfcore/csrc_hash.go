@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "0330886ed3201906bb98d566c909a8edfd13b8c4baf176bff9cfbbaeb2d1436f"
+const cSourcesHash = "779c111ab07f207eacd9726dbff9863c8acb35e3c4846342b8ddf226c32b6af4"

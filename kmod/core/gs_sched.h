@@ -112,6 +112,7 @@ struct gs_card {
 	u64 drain_slice;	/* ... and began here (its hold's identity) */
 	u64 slice_len;		/* the current slice's own length (less debt) */
 	u64 prepay_from;	/* no prepaid drains before: a drain lapsed */
+	u32 vacated;		/* the slice's owner was removed in it */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */
@@ -139,7 +140,11 @@ int gs_vgpu_add(struct gs_card *c, u32 quota, u32 high);
 int gs_vgpu_update(struct gs_card *c, int id, u32 quota, u32 high);
 int gs_vgpu_remove(struct gs_card *c, int id);
 
-/* Activity: processes holding the GPU, and work submitted/waiting. */
+/*
+ * Activity: processes holding the GPU, and work submitted/waiting.
+ * gs_vgpu_set_procs returns 1 when the vGPU's first process took the rest
+ * of its own unit, kept idle for it (the owner changed: republish).
+ */
 int gs_vgpu_set_procs(struct gs_card *c, int id, u32 nprocs);
 int gs_vgpu_note_work(struct gs_card *c, int id, u64 now, bool pending);
 /* Active: nprocs > 0 and (work pending or work within reclaim_ns). */

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "76cb2d7b5f7ba9cc3904bcdfb5c865e9f9d43566d2b85772d2c49b45f70f7b8c"
+const cSourcesHash = "cecfd56694ddb30b8caf8397712344e10d73242d4d6441ae5c855fa99f6535b4"

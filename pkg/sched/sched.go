@@ -234,7 +234,7 @@ func (c *Card) SetProcs(id, n int) error {
 	if n < 0 || n > 1<<31 {
 		return ErrInvalid
 	}
-	if rc := C.gs_vgpu_set_procs(&c.c, cid(id), C.u32(n)); rc != 0 {
+	if rc := C.gs_vgpu_set_procs(&c.c, cid(id), C.u32(n)); rc < 0 {
 		return errOf(rc)
 	}
 	return nil

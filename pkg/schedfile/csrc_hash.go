@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "68d5e1fff1e9d2d49526b58edda1ea52ec681a5e5673a6acac80ba0d128bd3ac"
+const cSourcesHash = "da70bd04bdcb84124a6d452cae8e1b2d0c1f8aed131688fbf050cda7b09ef22d"
