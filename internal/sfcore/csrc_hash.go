@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "779c111ab07f207eacd9726dbff9863c8acb35e3c4846342b8ddf226c32b6af4"
+const cSourcesHash = "26e57626ad1934e63bcdc36d69754ec68be7ec03063eaf205f7ba787369c3b7f"

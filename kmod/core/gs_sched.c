@@ -335,7 +335,9 @@ int gs_vgpu_remove(struct gs_card *c, int id)
  * their first 100 ms (the schedule file adds a vGPU at its first
  * process, so the first to join began the card in a unit of nobody). Not
  * a slice whose owner was removed in it: a reused id must not inherit
- * it. The slice's start and end stay.
+ * it. Not under the work-conserving policies (3, 4, 6): there it took a
+ * deep queue of 20 ms kernels past its bound (kmod/core/README.md). The
+ * slice's start and end stay.
  */
 int gs_vgpu_set_procs(struct gs_card *c, int id, u32 nprocs)
 {
@@ -345,6 +347,7 @@ int gs_vgpu_set_procs(struct gs_card *c, int id, u32 nprocs)
 		return -GS_ENOENT;
 	v = &c->vgpu[id];
 	if (v->nprocs || !nprocs || !c->started || c->vacated ||
+	    gs_policy_skips_free(c->cfg.policy) ||
 	    c->owner != GS_OWNER_NONE || c->table[c->pos] != id) {
 		v->nprocs = nprocs;
 		return 0;

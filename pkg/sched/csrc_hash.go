@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "cecfd56694ddb30b8caf8397712344e10d73242d4d6441ae5c855fa99f6535b4"
+const cSourcesHash = "124f47f57bbf5394d7f26cce51f08f6fd219c1732b9e7375496aa8791cc44566"
