@@ -110,10 +110,8 @@ void gs_card_procs(struct gs_kcard *card, struct gs_kvgpu *kv, int delta)
 	if (kv->dead || kv->mode != GPUSLICE_MODE_COMPUTE)
 		return;
 	card->nattached += delta;
-	if (gs_vgpu_set_procs(&card->core, kv->id, kv->nprocs) > 0) {
-		gs_page_publish(card);
-		gs_card_wake(card, true);
-	}
+	if (gs_vgpu_set_procs(&card->core, kv->id, kv->nprocs) > 0)
+		gs_card_kick(card);
 }
 
 /* Reports kv's work (pending or drained) at now to the core; card->lock held. */
@@ -125,11 +123,12 @@ void gs_card_work(struct gs_kcard *card, struct gs_kvgpu *kv, u64 now)
 }
 
 /*
- * The core began a slice off gs_tick's grid or moved the slice's end (a
- * drain ended early, a high-priority vGPU cut a slice short); card->lock
- * held. Republishes, wakes the sleepers concerned and brings the timer
- * forward to the next change. hrtimer_start() does not wait for a running
- * callback, so it is safe under the lock the callback takes.
+ * The core began a slice off gs_tick's grid, moved the slice's end (a
+ * drain ended early, a high-priority vGPU cut a slice short) or gave an
+ * idle slice to a vGPU's first process; card->lock held. Republishes,
+ * wakes the sleepers concerned and brings the timer forward to the next
+ * change. hrtimer_start() does not wait for a running callback, so it is
+ * safe under the lock the callback takes.
  */
 void gs_card_kick(struct gs_kcard *card)
 {

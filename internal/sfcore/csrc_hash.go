@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "26e57626ad1934e63bcdc36d69754ec68be7ec03063eaf205f7ba787369c3b7f"
+const cSourcesHash = "b8f27ac0e1d7fcbf89d5f39ac2f7056288abac2a56a9c03d1fecd112ce5c1ae8"

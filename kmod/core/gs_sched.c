@@ -342,17 +342,17 @@ int gs_vgpu_remove(struct gs_card *c, int id)
 int gs_vgpu_set_procs(struct gs_card *c, int id, u32 nprocs)
 {
 	struct gs_vgpu *v;
+	bool takes;
 
 	if (!gs_valid_id(c, id))
 		return -GS_ENOENT;
 	v = &c->vgpu[id];
-	if (v->nprocs || !nprocs || !c->started || c->vacated ||
-	    gs_policy_skips_free(c->cfg.policy) ||
-	    c->owner != GS_OWNER_NONE || c->table[c->pos] != id) {
-		v->nprocs = nprocs;
-		return 0;
-	}
+	takes = !v->nprocs && nprocs && c->started && !c->vacated &&
+		!gs_policy_skips_free(c->cfg.policy) &&
+		c->owner == GS_OWNER_NONE && c->table[c->pos] == id;
 	v->nprocs = nprocs;
+	if (!takes)
+		return 0;
 	c->owner = id;
 	c->idle_slices--;
 	v->slices++;

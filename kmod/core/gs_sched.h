@@ -104,6 +104,7 @@ struct gs_card {
 	u32 high_rr;		/* high-priority vGPU served last */
 	s32 owner;		/* vGPU id, GS_OWNER_NONE or GS_OWNER_ALL */
 	u32 started;		/* the first gs_tick happened */
+	u32 vacated;		/* the slice's owner was removed in it */
 	u64 slice_start;
 	u64 slice_end;		/* the owner may run while now < slice_end */
 	s32 drainer;		/* the last owner, draining: GS_OWNER_NONE */
@@ -112,7 +113,6 @@ struct gs_card {
 	u64 drain_slice;	/* ... and began here (its hold's identity) */
 	u64 slice_len;		/* the current slice's own length (less debt) */
 	u64 prepay_from;	/* no prepaid drains before: a drain lapsed */
-	u32 vacated;		/* the slice's owner was removed in it */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */

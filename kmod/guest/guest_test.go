@@ -111,10 +111,11 @@ var (
 // callbacks (tests/gstest.h): a card's callbacks ran long when one took
 // GS_TIMER_CALLBACK_MAX_NS or more, or GS_TIMER_SLOW_RUNS_MAX of them,
 // and GS_TIMER_SLOW_RUNS_PERCENT of its runs, took GS_TIMER_SLOW_NS or
-// more (a fault slows every handover, the emulator's stalls a few). An "hrtimer: interrupt took" line is the
-// module's when no card logged its callbacks or one ran long; otherwise
-// it is the emulator's (excused). over lists the cards that ran long, and
-// those whose line does not parse, trouble in any case.
+// more (a fault slows every handover, the emulator's stalls a few). An
+// "hrtimer: interrupt took" line is the module's when no card logged its
+// callbacks or one ran long; otherwise it is the emulator's (excused).
+// over lists the cards that ran long, and those whose line does not
+// parse, trouble in any case.
 func judgeTimers(errs, dmesg []string) (trouble, excused, over []string) {
 	var logged bool
 	for _, l := range dmesg {

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "124f47f57bbf5394d7f26cce51f08f6fd219c1732b9e7375496aa8791cc44566"
+const cSourcesHash = "66cfe6536651f281e107724d97bbe86a745873ce4bca659e39e263608afe3826"

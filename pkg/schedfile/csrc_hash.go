@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "da70bd04bdcb84124a6d452cae8e1b2d0c1f8aed131688fbf050cda7b09ef22d"
+const cSourcesHash = "bfb0b1b01b15d156a49e1189da83659eb1fdcaaf3ccdb47e8bfd0a5b29e5a376"
