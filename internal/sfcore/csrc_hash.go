@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "b8f27ac0e1d7fcbf89d5f39ac2f7056288abac2a56a9c03d1fecd112ce5c1ae8"
+const cSourcesHash = "eb5a5d15f1e19795a0ca13b8efd18d0ca830e7724d323bc2887223e659474c74"

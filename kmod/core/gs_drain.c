@@ -210,6 +210,10 @@ void gs_drain_lapse(struct gs_card *c, u64 t)
 	v->lapse_slice = c->drain_slice;
 	v->lapse_from = t;
 	v->lapse_cap = c->drain_start + GS_DRAIN_MAX_NS;
+	v->victim = c->owner >= 0 && c->owner != c->drainer ?
+		    (u8)c->owner : GS_UNIT_FREE;
+	v->victim_start = c->slice_start;
+	v->victim_end = c->slice_end;
 	gs_drain_end(c, t);
 	/* Its tail's length is not known: nothing to prepay for. */
 	v->last_drain_ns = 0;
@@ -249,6 +253,56 @@ void gs_slice_close(struct gs_card *c, u64 t)
 }
 
 /*
+ * vGPU id's lapsed tail ran until end. The part of it that ran in the
+ * slice it lapsed in, that slice having closed since, was taken from that
+ * slice's owner (the victim, whose work queued behind it): owed to it, it
+ * is repaid by the units id gives up for its debt (gs_repaid). A part in
+ * the current slice lengthens that slice instead (gs_late_release); the
+ * slices in between, if the tail outran more than one, are not repaid.
+ */
+static void gs_owe_victim(struct gs_card *c, int id, u64 end)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 to = end < v->victim_end ? end : v->victim_end;
+
+	if (v->victim == GS_UNIT_FREE || to <= v->lapse_from ||
+	    (c->owner == v->victim && c->slice_start == v->victim_start))
+		return;
+	if (v->creditor != v->victim)
+		v->owed_ns = 0;
+	v->creditor = v->victim;
+	v->owed_ns += to - v->lapse_from;
+	if (v->owed_ns > v->debt_ns)
+		v->owed_ns = v->debt_ns;
+}
+
+/*
+ * vGPU id gives up a unit to pay its debt (gs_pays_debt took a slice of
+ * it): the unit goes to the vGPU its lapsed tail took slice time from, if
+ * that one is active, as a slice of what is owed to it (at most a slice;
+ * c->gift_ns says how long). Returns that vGPU, or GS_OWNER_NONE: the
+ * unit is skipped.
+ */
+int gs_repaid(struct gs_card *c, int id, u64 now, bool commit)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+	u64 g = v->owed_ns < c->cfg.slice_ns ? v->owed_ns : c->cfg.slice_ns;
+	int to = v->creditor;
+
+	if (to == GS_UNIT_FREE || !g || !gs_vgpu_active(c, to, now) ||
+	    c->vgpu[to].lapsed)
+		return GS_OWNER_NONE;
+	if (commit) {
+		v->owed_ns -= g;
+		/* Never more than it still owes in all. */
+		if (v->owed_ns > v->debt_ns)
+			v->owed_ns = v->debt_ns;
+		c->gift_ns = g;
+	}
+	return to;
+}
+
+/*
  * A late release at now of vGPU id's lapsed drain, granted no slice
  * since: its work ran until now (at most GS_DRAIN_MAX_NS past its slice's
  * end): it owes the late part. The current slice's owner (or nobody, in
@@ -267,6 +321,7 @@ static bool gs_late_release(struct gs_card *c, int id, u64 now)
 	late = end - v->lapse_from;
 	v->granted_ns += late;
 	gs_charge(c, id, late);
+	gs_owe_victim(c, id, end);
 	/* The current owner's work waited behind it: its slice is whole. */
 	from = v->lapse_from > c->slice_start ? v->lapse_from : c->slice_start;
 	if (c->owner != id && end > from && now < c->slice_end) {

@@ -276,6 +276,8 @@ int gs_vgpu_add(struct gs_card *c, u32 quota, u32 high)
 	v->overrun_ns = 0;
 	v->granted_ns = 0;
 	v->lapsed = 0;
+	v->creditor = GS_UNIT_FREE;
+	v->owed_ns = 0;
 	gs_account(c, v, true);
 	gs_rebuild(c);
 	return id;
@@ -304,6 +306,7 @@ int gs_vgpu_update(struct gs_card *c, int id, u32 quota, u32 high)
 int gs_vgpu_remove(struct gs_card *c, int id)
 {
 	struct gs_vgpu *v;
+	int i;
 
 	if (!gs_valid_id(c, id))
 		return -GS_ENOENT;
@@ -314,7 +317,14 @@ int gs_vgpu_remove(struct gs_card *c, int id)
 	v->nprocs = 0;
 	v->pending = 0;
 	v->holding = 0;
-	/* The id may be reused at once: it must not inherit the slice. */
+	/* The id may be reused at once: it must not inherit what is owed. */
+	for (i = 0; i < GS_MAX_VGPUS; i++) {
+		if (c->vgpu[i].creditor == id)
+			c->vgpu[i].creditor = GS_UNIT_FREE;
+		if (c->vgpu[i].victim == id)
+			c->vgpu[i].victim = GS_UNIT_FREE;
+	}
+	/* ... nor the slice. */
 	if (c->owner == id) {
 		c->owner = GS_OWNER_NONE;
 		c->vacated = 1;
@@ -475,8 +485,13 @@ static int gs_pick(struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 		}
 		if (skip_idle && !gs_active(&c->vgpu[u], now, c->cfg.reclaim_ns))
 			continue;
-		if (c->vgpu[u].nprocs && gs_pays_debt(c, u, now, commit))
-			continue;
+		if (c->vgpu[u].nprocs && gs_pays_debt(c, u, now, commit)) {
+			id = gs_repaid(c, u, now, commit);
+			if (id < 0)
+				continue;
+			*pos = p;
+			return id;
+		}
 		*pos = p;
 		/* Kept for a vGPU with no process: nobody runs, nobody gets it. */
 		return c->vgpu[u].nprocs ? u : GS_OWNER_NONE;
@@ -487,7 +502,9 @@ static int gs_pick(struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 }
 
 /*
- * Starts the slice at c->slice_start, one slice long. Its owner was
+ * Starts the slice at c->slice_start, one slice long (a unit given to a
+ * debtor's victim: as long as it is owed, no debt or prepayment of its
+ * own taken from it). Its owner was
  * granted a new slice: a late release of an earlier lapsed drain owes
  * nothing more. An owner that is the drainer takes its drain back into
  * its own slice.
@@ -496,15 +513,16 @@ void gs_begin(struct gs_card *c, u64 now)
 {
 	struct gs_vgpu *v;
 
+	c->gift_ns = 0;
 	c->owner = gs_pick(c, now, &c->pos, &c->shared_rr, &c->high_rr, true);
-	c->slice_len = c->cfg.slice_ns;
+	c->slice_len = c->gift_ns ? c->gift_ns : c->cfg.slice_ns;
 	c->handovers++;
 	c->vacated = 0;
 	if (c->owner == GS_OWNER_NONE)
 		c->idle_slices++;
-	if (c->owner >= 0)
+	if (c->owner >= 0 && !c->gift_ns)
 		gs_pay_rest(c, c->owner, now);
-	if (c->owner >= 0 && c->owner != c->drainer)
+	if (c->owner >= 0 && !c->gift_ns && c->owner != c->drainer)
 		gs_prepay(c, c->owner, c->slice_start);
 	c->slice_end = c->slice_start + c->slice_len;
 	if (c->owner < 0)

@@ -79,6 +79,8 @@ struct gs_vgpu {
 	u8 holding;		/* work queued in its slice may still run */
 	u8 watches;		/* its processes drain when a slice is cut */
 	u8 lapsed;		/* its last drain lapsed, not released yet */
+	u8 victim;		/* lapsed: whose slice its tail ran on in */
+	u8 creditor;		/* owed_ns of its debt is owed to (or FREE) */
 	u32 nprocs;		/* processes holding the GPU */
 	u64 debt_ns;		/* overrun owed to its next slices */
 	u64 credit_ns;		/* prepaid, not drained: set against debt */
@@ -91,6 +93,9 @@ struct gs_vgpu {
 	u64 lapse_from;		/* lapsed: charged until here so far */
 	u64 lapse_cap;		/* lapsed: never charged past here */
 	u64 lapse_slice;	/* lapsed: the start of the slice it held */
+	u64 victim_start;	/* lapsed: the victim's slice, start ... */
+	u64 victim_end;		/* ... and end when the drain lapsed */
+	u64 owed_ns;		/* of its debt, slice time owed to creditor */
 };
 
 struct gs_card {
@@ -113,6 +118,7 @@ struct gs_card {
 	u64 drain_slice;	/* ... and began here (its hold's identity) */
 	u64 slice_len;		/* the current slice's own length (less debt) */
 	u64 prepay_from;	/* no prepaid drains before: a drain lapsed */
+	u64 gift_ns;		/* the slice is a debtor's unit, this long */
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */
@@ -199,7 +205,9 @@ u64 gs_drain_bound(const struct gs_card *c);
  * min(now, drain_start + GS_DRAIN_MAX_NS) - (the lapse) more debt, its
  * work having run that long, and moves the current slice's end later by
  * the part of it that ran in the current slice (whose owner's work
- * queued behind it): true. In its own slice: nothing owed, false.
+ * queued behind it): true. The part that ran in the slice it lapsed in,
+ * closed since, is owed to that slice's owner: the units the vGPU gives
+ * up for its debt go to it. In its own slice: nothing owed, false.
  *
  * Callers that know which slice a hold was granted (by its start) call it
  * for a hold of the current slice, of c->drain_slice while id is

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "66cfe6536651f281e107724d97bbe86a745873ce4bca659e39e263608afe3826"
+const cSourcesHash = "1248649eeb05cc8b60573138863ff7a77b4681d36c0467c05e2a39d76325c12d"

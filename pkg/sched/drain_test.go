@@ -348,7 +348,7 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 		{"fixed 30/70, mixed", Fixed, []*vtenant{
 			{quota: 30, kernel: 20 * ms, depth: 1},
 			{quota: 70, kernel: 100 * us, depth: 8},
-		}, []float64{30, 70}, true, true},
+		}, []float64{30, 70}, false, true},
 	} {
 		t.Run(tc.name+"/first-come", func(t *testing.T) {
 			shares := engineRun(t, tc.policy, fresh(tc.ts), 3000*ms)

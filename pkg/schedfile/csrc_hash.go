@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "bfb0b1b01b15d156a49e1189da83659eb1fdcaaf3ccdb47e8bfd0a5b29e5a376"
+const cSourcesHash = "45f93649f092f53264f0896474a6abc25a5501766eed369c8558d4bd715a351e"
