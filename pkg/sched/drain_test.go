@@ -305,7 +305,7 @@ func TestPreemptIdleSlice(t *testing.T) {
 // turns, as a GPU's contexts do). Which one a GPU is decides how a tail
 // must be charged: charging it in full to its owner holds the first-come
 // cases and starves long kernels on the time-sliced engine (a fifth
-// attempt, kmod/core/README.md "Open"), so both are kept.
+// attempt, kmod/core/long-tails.md), so both are kept.
 func TestEngineSharesAnyKernelShape(t *testing.T) {
 	us := ms / 1000
 	for _, tc := range []struct {
