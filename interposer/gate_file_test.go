@@ -123,16 +123,58 @@ func TestFileGateFixed(t *testing.T) {
 }
 
 // A tenant that queues 64 kernels of 20 ms (1.28 s of work, far past the
-// drain's 100 ms bound) is held to its share by the launch budget: without
-// it, it took 92 % of the wall time where 25 % was due. Checked: no more
-// than its share of wall time (+5), the isolation promise. Its share of
-// the busy engine is logged, not checked: on a loaded machine the 1 ms
-// tenants cannot launch fast enough to fill their slices (34 % for a with
-// two CPU hogs running, 22.9 % of wall), which says nothing of the gate;
-// benchmarks/shares has the precise figure (1.7 points).
+// drain's 100 ms bound) is held near its share by the launch budget:
+// without it, it took 92 % of the wall time where 25 % was due. Its share
+// depends on whose slice its tail runs on in, which the table's order
+// decides: the two 5 % vGPUs' units are adjacent, in the order of their
+// ids, which the schedule file gives in the order their first processes
+// arrive. Left to the race, the test was bimodal (28-30 % or 37-39.5 %
+// against one limit of 40). So each order is its own case, pinned by an
+// idle process per container that joins first, in that order. Pinned,
+// each case's figure moves by a point or two, on a quiet machine or next
+// to two CPU hogs.
+//
+// Checked: no more than the limit, each case's measured range plus 6
+// points, far under the uncharged queue's. Open since
+// the early handover (issue 14, kmod/core/README.md "Open": its tail past
+// the drain bound is charged only in part when its vGPU is granted again
+// first; 24-26 % before it). Its neighbours' shares are logged, not
+// checked: the 1 ms tenant after it is the open item's victim (7-14 %
+// where 25 % is due), and on a loaded machine the 1 ms tenants cannot
+// launch fast enough to fill their slices anyway (34 % for a with two CPU
+// hogs running, 22.9 % of wall), which says nothing of the gate.
+// benchmarks/shares has the precise figures.
 func TestFileGateLongDeepQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		order []string // containers in the order their vGPUs join
+		limit float64  // the long tenant's most, % of wall time
+	}{
+		// Table c a b c: its tail runs on in b's slice (26.5-27.5 %,
+		// b 7 %).
+		{"followed by the other 5 %", []string{"a", "b", "c"}, 33},
+		// Table c b a c: in c's (35.0-37.0 %, b 15 %).
+		{"followed by the 10 %", []string{"b", "c", "a"}, 43},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			longDeepQueue(t, tc.order, tc.limit)
+		})
+	}
+}
+
+func longDeepQueue(t *testing.T, order []string, limit float64) {
 	m := schedMachine(t, "4")
 	specs := []tenantSpec{{"a", "5"}, {"b", "5"}, {"c", "10"}}
+	quota := map[string]string{}
+	for _, s := range specs {
+		quota[s.key] = s.quota
+	}
+	var idle []*proc
+	for _, key := range order {
+		p := m.container(tenantSpec{key, quota[key]}).start("tenant", "0", tenantKernel, tenantDepth, "1", "hold")
+		p.await("held", 30*time.Second)
+		idle = append(idle, p)
+	}
 	var ps []*proc
 	for i, s := range specs {
 		args := []string{"tenant", tenantSeconds, tenantKernel, tenantDepth, "1", "go"}
@@ -149,6 +191,10 @@ func TestFileGateLongDeepQueue(t *testing.T) {
 		require.NoError(t, err)
 	}
 	rs := finish(t, ps)
+	for _, p := range idle {
+		r := p.stop(30 * time.Second)
+		require.Equal(t, 0, r.code, "%s", r)
+	}
 	var total float64
 	for _, r := range rs {
 		total += float64(r.num(t, "busy_ns"))
@@ -160,12 +206,7 @@ func TestFileGateLongDeepQueue(t *testing.T) {
 		assert.Positive(t, busy, "%s", r)
 	}
 	wall := 100 * float64(rs[0].num(t, "busy_ns")) / float64(rs[0].num(t, "wall_ns"))
-	// Open since the early handover (issue 14): its tail past the drain
-	// bound is charged only in part when its vGPU is granted again first
-	// (kmod/core/README.md, "Open"): 31-35 % measured, 24-26 % before.
-	// 36.6 % on a loaded machine; 40 still fails the uncharged queue (it
-	// took all of a second 100 ms).
-	assert.LessOrEqual(t, wall, 40.0, "the 25 %% tenant of 20 ms kernels 64 deep took %.1f%% of wall time\n%s", wall, rs[0])
+	assert.LessOrEqual(t, wall, limit, "the 25 %% tenant of 20 ms kernels 64 deep took %.1f%% of wall time\n%s", wall, rs[0])
 }
 
 // Policy 2 gives every vGPU one unit, whatever its quota. With the
