@@ -143,6 +143,50 @@ func TestSimEngineOrder(t *testing.T) {
 	assert.GreaterOrEqual(t, r.num(t, "deep_turns"), r.num(t, "rounds")-2, "%s", r)
 }
 
+// Compute preemption (SIMCUDA_PREEMPT_US, simcuda/preempt.c, as Pascal
+// and later GPUs do): a kernel of 1 ms next to another process's 20 ms
+// kernels waits for the running part of one (a timeslice), not for a
+// queued 20 ms kernel as without it (the default). No gate: the engine
+// alone.
+func TestSimEnginePreempts(t *testing.T) {
+	for _, tc := range []struct {
+		preempt string
+		most    float64 // the short kernel's median latency, ms
+		least   float64
+	}{
+		{"0", 30, 10},    // whole: behind a queued 20 ms kernel (19 ms)
+		{"1000", 4.5, 1}, // its own, and a part before it (1.9)
+		{"500", 4, 1},    // half a millisecond
+	} {
+		t.Run("SIMCUDA_PREEMPT_US="+tc.preempt, func(t *testing.T) {
+			m := newMachine(t).unshimmed().set("SIMCUDA_PREEMPT_US", tc.preempt)
+			long := m.start("tenant", "2", "20000", "2", "1", "go")
+			short := m.start("tenant", "2", "1000", "1", "1", "go", "gap=2000")
+			for _, p := range []*proc{long, short} {
+				p.await("ready", 30*time.Second)
+			}
+			for _, p := range []*proc{long, short} {
+				_, err := p.stdin.Write([]byte("go\n"))
+				require.NoError(t, err)
+			}
+			var rs []result
+			for _, p := range []*proc{long, short} {
+				r := p.stop(60 * time.Second)
+				require.Equal(t, 0, r.code, "%s", r)
+				rs = append(rs, r)
+			}
+			p50 := float64(rs[1].num(t, "lat_p50_ns")) / 1e6
+			t.Logf("short kernel's latency p50 %.2f ms; long tenant busy %.0f%% of wall",
+				p50, 100*float64(rs[0].num(t, "busy_ns"))/float64(rs[0].num(t, "wall_ns")))
+			assert.LessOrEqual(t, p50, tc.most, "%s", rs[1])
+			assert.GreaterOrEqual(t, p50, tc.least, "%s", rs[1])
+		})
+	}
+	r := newMachine(t).unshimmed().set("SIMCUDA_PREEMPT_US", "50").run("tenant", "0", "1000", "1")
+	assert.NotEqual(t, 0, r.code, "a timeslice under 100 us is refused")
+	assert.Contains(t, r.stderr, "SIMCUDA_PREEMPT_US", "%s", r)
+}
+
 // Two saturating tenants under policy 3 against one alone, gated and
 // ungated: the engine must not idle at the handovers between them. (A
 // lone gated tenant that drains at every slice's end, as the gate did

@@ -43,6 +43,7 @@ static void at_child(void)
 	pthread_cond_init(&sim.progress, NULL);
 	simst_forked();
 	simnode_forked();
+	sim_preempt_forked();
 }
 
 __attribute__((constructor)) static void sim_constructor(void)
@@ -113,7 +114,7 @@ static CUresult do_init(void)
 	if (simnode_ctl())
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	rc = simst_attach();
-	if (checked_driver_version() < 0)
+	if (checked_driver_version() < 0 || sim_preempt_check() < 0)
 		return CUDA_ERROR_INVALID_VALUE;
 
 	if (rc != SIMST_OK)

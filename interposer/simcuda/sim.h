@@ -11,6 +11,7 @@
 #define SIMCUDA_SIM_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -185,6 +186,21 @@ CUresult sim_leave_rc(CUresult rc);
 int sim_dev_ok(CUdevice dev);
 /* The CUDA version this driver is (SIMCUDA_DRIVER_VERSION). */
 int sim_driver_version(void);
+
+/*
+ * How far ahead of now a process's queued kernels hold their place on the
+ * engine, and a preempted kernel's part (preempt.c): a GPU runs one
+ * context's work at a time and switches to another context that has work
+ * at the end of a timeslice (at least 1 ms, a TSG's scheduling parameter;
+ * NVIDIA's GPU scheduling documentation).
+ */
+#define SIM_TIMESLICE_NS 1000000ULL
+
+/* Compute preemption, SIMCUDA_PREEMPT_US (preempt.c). */
+int sim_preempt_check(void);
+bool sim_preempts(uint64_t duration_ns);
+uint64_t sim_run_preempted(int phys, uint64_t duration_ns, uint64_t ready);
+void sim_preempt_forked(void);
 
 /* visible.c: the devices CUDA_VISIBLE_DEVICES shows, at cuInit. */
 void sim_visible_init(int nphys);

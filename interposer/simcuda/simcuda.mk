@@ -13,6 +13,8 @@ SIM_CUDA := init device context memory array vmm pool stream event launch \
 SIM_CUDA += pool_loc
 # CUDA_VISIBLE_DEVICES: ordinals to physical devices.
 SIM_CUDA += visible
+# Compute preemption (SIMCUDA_PREEMPT_US).
+SIM_CUDA += preempt
 SIM_NVML := nvml nvml_event
 # Loaded images' device memory; NVML's running processes.
 SIM_CUDA += module_mem

@@ -589,12 +589,24 @@ uint64_t simst_engine_book(int dev, uint64_t duration_ns, uint64_t ready_ns,
 /* A booked kernel runs until end, then counts as the engine's work. */
 void simst_engine_finish(int dev, uint64_t duration_ns, uint64_t end)
 {
+	simst_engine_part(dev, duration_ns, end);
+	simst_engine_count(dev);
+}
+
+/* A booked part of a kernel runs until end: the engine's busy time. */
+void simst_engine_part(int dev, uint64_t duration_ns, uint64_t end)
+{
 	struct simst_dev *d = &shm->dev[dev];
 
 	sleep_until(end);
 	__atomic_add_fetch(&d->busy_ns, duration_ns, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&d->kernels, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&self->busy_ns[dev], duration_ns, __ATOMIC_RELAXED);
+}
+
+/* A kernel's last part ended. */
+void simst_engine_count(int dev)
+{
+	__atomic_add_fetch(&shm->dev[dev].kernels, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&self->kernels[dev], 1, __ATOMIC_RELAXED);
 }
 

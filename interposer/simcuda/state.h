@@ -70,6 +70,9 @@ uint64_t simst_now_ns(void);
 uint64_t simst_engine_book(int dev, uint64_t duration_ns, uint64_t ready_ns,
 			   uint64_t latest);
 void simst_engine_finish(int dev, uint64_t duration_ns, uint64_t end);
+/* simst_engine_finish in two: a part of a kernel ran, a kernel ended. */
+void simst_engine_part(int dev, uint64_t duration_ns, uint64_t end);
+void simst_engine_count(int dev);
 int simst_stats(int dev, int pid, uint64_t *busy_ns, uint64_t *kernels);
 
 int simst_xid_inject(int dev, uint64_t xid);

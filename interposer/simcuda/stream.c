@@ -86,6 +86,13 @@ static void run_op(struct sim_stream *st, struct sim_op *op)
 
 	switch (op->kind) {
 	case OP_KERNEL:
+		if (!op->end && sim_preempts(op->arg)) {
+			pthread_mutex_unlock(&sim.lock);
+			op->end = sim_run_preempted(phys, op->arg, ready);
+			pthread_mutex_lock(&sim.lock);
+			st->ready_ns = op->end;
+			break;
+		}
 		if (!op->end)
 			op->end = simst_engine_book(phys, op->arg, ready, 0);
 		pthread_mutex_unlock(&sim.lock);
@@ -254,14 +261,11 @@ static void implicit_deps(struct sim_stream *st, struct sim_op *op)
 }
 
 /*
- * How far ahead of now a process's queued kernels hold their place on the
- * engine: a GPU runs one context's work at a time and switches to another
- * context that has work at the end of a timeslice (at least 1 ms, a TSG's
- * scheduling parameter; NVIDIA's GPU scheduling documentation), so work
- * queued within about one timeslice runs before work another process
- * submits later, and deeper queues take turns with it.
+ * A process's queued kernels hold their place on the engine a timeslice
+ * ahead (SIM_TIMESLICE_NS, sim.h): work queued within about one timeslice
+ * runs before work another process submits later, and deeper queues take
+ * turns with it.
  */
-#define SIM_TIMESLICE_NS 1000000ULL
 
 /*
  * A kernel queued behind nothing that waits for the host is booked on the
@@ -280,7 +284,9 @@ static void book(struct sim_stream *st, struct sim_op *op)
 
 	if (op->kind == OP_FREE || op->kind == OP_RECORD)
 		return;	/* no engine time, nothing after it waits for it */
-	if (op->kind == OP_KERNEL && !op->ndeps && !st->unbooked) {
+	/* A kernel that may be preempted books part by part, as it runs. */
+	if (op->kind == OP_KERNEL && !op->ndeps && !st->unbooked &&
+	    !sim_preempts(op->arg)) {
 		ready = st->booked_ns > op->queued_ns ? st->booked_ns :
 							op->queued_ns;
 		op->end = simst_engine_book(sim_phys(op->dev), op->arg, ready,

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Compute preemption (SIMCUDA_PREEMPT_US). A GPU of Pascal or later (T4,
+ * V100, ...) preempts a running kernel when its context's timeslice ends
+ * and another context has work, so a long kernel shares the engine with a
+ * neighbour's short ones instead of running before them. With
+ * SIMCUDA_PREEMPT_US=n (a timeslice of n microseconds; SIM_TIMESLICE_NS
+ * is 1 ms) a kernel longer than that runs a timeslice at a time: each
+ * part is booked on the engine as its predecessor ends, and work another
+ * process booked meanwhile runs between two parts. A process's streams
+ * take one part at a time between them (a context has one timeslice,
+ * however many streams it has). Unset or 0, the default: a kernel, once
+ * started, holds the engine to its end, as on a GPU without compute
+ * preemption; the project's figures were measured so (simcuda/README.md).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sim.h"
+
+#define SIM_PREEMPT_MIN_US 100
+#define SIM_PREEMPT_MAX_US 100000
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int64_t preempt_ns;	/* 0: off; -1: malformed */
+static pthread_mutex_t turn = PTHREAD_MUTEX_INITIALIZER;
+
+static void read_preempt(void)
+{
+	const char *v = getenv("SIMCUDA_PREEMPT_US");
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end ||
+	    (n && (n < SIM_PREEMPT_MIN_US || n > SIM_PREEMPT_MAX_US))) {
+		fprintf(stderr, "simcuda: SIMCUDA_PREEMPT_US=\"%s\" is invalid: expected 0 (kernels run whole) or a timeslice of %d..%d microseconds\n",
+			v, SIM_PREEMPT_MIN_US, SIM_PREEMPT_MAX_US);
+		preempt_ns = -1;
+		return;
+	}
+	preempt_ns = (int64_t)n * 1000;
+}
+
+int sim_preempt_check(void)
+{
+	pthread_once(&once, read_preempt);
+	return preempt_ns < 0 ? -1 : 0;
+}
+
+bool sim_preempts(uint64_t duration_ns)
+{
+	pthread_once(&once, read_preempt);
+	return preempt_ns > 0 && duration_ns > (uint64_t)preempt_ns;
+}
+
+uint64_t sim_run_preempted(int phys, uint64_t duration_ns, uint64_t ready)
+{
+	uint64_t left = duration_ns, end = ready, part;
+
+	while (left) {
+		part = left < (uint64_t)preempt_ns ? left : (uint64_t)preempt_ns;
+		pthread_mutex_lock(&turn);
+		end = simst_engine_book(phys, part, end, 0);
+		simst_engine_part(phys, part, end);
+		pthread_mutex_unlock(&turn);
+		left -= part;
+	}
+	simst_engine_count(phys);
+	return end;
+}
+
+void sim_preempt_forked(void)
+{
+	pthread_mutex_init(&turn, NULL);
+}
