@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "eb5a5d15f1e19795a0ca13b8efd18d0ca830e7724d323bc2887223e659474c74"
+const cSourcesHash = "04ce343d41339f2048a23812ec4b99d640d655fc6026c7ce4a6f02ec27e988f8"

@@ -4,10 +4,11 @@
  * V100, ...) preempts a running kernel when its context's timeslice ends
  * and another context has work, so a long kernel shares the engine with a
  * neighbour's short ones instead of running before them. With
- * SIMCUDA_PREEMPT_US=n (a timeslice of n microseconds; SIM_TIMESLICE_NS
- * is 1 ms) a kernel longer than that runs a timeslice at a time: each
- * part is booked on the engine as its predecessor ends, and work another
- * process booked meanwhile runs between two parts. A process's streams
+ * SIMCUDA_PREEMPT_US=n (a timeslice of n microseconds; 1000 is the 1 ms
+ * of SIM_TIMESLICE_NS) a kernel longer than that runs a timeslice at a
+ * time: each part is booked on the engine as its predecessor ends, and
+ * work another process booked meanwhile runs between two parts. A
+ * process's streams
  * take one part at a time between them (a context has one timeslice,
  * however many streams it has). Unset or 0, the default: a kernel, once
  * started, holds the engine to its end, as on a GPU without compute

@@ -502,9 +502,9 @@ static int gs_pick(struct gs_card *c, u64 now, u32 *pos, u32 *shared_rr,
 }
 
 /*
- * Starts the slice at c->slice_start, one slice long (a unit given to a
- * debtor's victim: as long as it is owed, no debt or prepayment of its
- * own taken from it). Its owner was
+ * Starts the slice at c->slice_start, one slice long; a debtor's unit that
+ * gs_pick gave to its victim is as long as is owed, and none of the
+ * victim's own debt or prepayment is taken from it. Its owner was
  * granted a new slice: a late release of an earlier lapsed drain owes
  * nothing more. An owner that is the drainer takes its drain back into
  * its own slice.

@@ -26,8 +26,9 @@ void gs_slice_close(struct gs_card *c, u64 t);
 /* vGPU id's slice, begun at start, ended at t while it held. */
 void gs_drain_begin(struct gs_card *c, int id, u64 start, u64 t, bool cut);
 /* The card stops waiting for the drainer at t: it owes the time so far. */
-int gs_repaid(struct gs_card *c, int id, u64 now, bool commit);
 void gs_drain_lapse(struct gs_card *c, u64 t);
+/* Who vGPU id's unit, given up for its debt, goes to (or nobody). */
+int gs_repaid(struct gs_card *c, int id, u64 now, bool commit);
 /* The drainer's work ran until t: it owes the time since drain_start. */
 void gs_drain_end(struct gs_card *c, u64 t);
 /* Does vGPU id skip the unit it would be handed, to pay its debt? */

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "1248649eeb05cc8b60573138863ff7a77b4681d36c0467c05e2a39d76325c12d"
+const cSourcesHash = "697b0cde995e5b679adb00ffe9918675902a4c8bf3c5e63bd3f09cbb57e8aa91"
