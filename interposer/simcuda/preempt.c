@@ -8,11 +8,11 @@
  * of SIM_TIMESLICE_NS) a kernel longer than that runs a timeslice at a
  * time: each part is booked on the engine as its predecessor ends, and
  * work another process booked meanwhile runs between two parts. A
- * process's streams
- * take one part at a time between them (a context has one timeslice,
- * however many streams it has). Unset or 0, the default: a kernel, once
- * started, holds the engine to its end, as on a GPU without compute
- * preemption; the project's figures were measured so (simcuda/README.md).
+ * process's streams take one part at a time between them (a context has
+ * one timeslice, however many streams it has). Unset or 0, the default: a
+ * kernel, once started, holds the engine to its end, as on a GPU without
+ * compute preemption; the project's figures were measured so
+ * (simcuda/README.md).
  */
 #include <errno.h>
 #include <pthread.h>
