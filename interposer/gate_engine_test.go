@@ -143,23 +143,29 @@ func TestSimEngineOrder(t *testing.T) {
 	assert.GreaterOrEqual(t, r.num(t, "deep_turns"), r.num(t, "rounds")-2, "%s", r)
 }
 
-// Compute preemption (SIMCUDA_PREEMPT_US, simcuda/preempt.c, as Pascal
-// and later GPUs do): a kernel of 1 ms next to another process's 20 ms
-// kernels waits for the running part of one (a timeslice), not for a
-// queued 20 ms kernel as without it (the default). No gate: the engine
-// alone.
+// Compute preemption (simcuda/preempt.c, as Pascal and later GPUs do, by
+// default with a 1 ms timeslice): a kernel of 1 ms next to another
+// process's 20 ms kernels waits for the running part of one (a
+// timeslice), not for a queued 20 ms kernel as with SIMCUDA_PREEMPT_US=0;
+// CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED says which. No gate:
+// the engine alone.
 func TestSimEnginePreempts(t *testing.T) {
 	for _, tc := range []struct {
-		preempt string
+		preempt string  // "": unset, the default
 		most    float64 // the short kernel's median latency, ms
 		least   float64
+		attr    uint64
 	}{
-		{"0", 30, 10},    // whole: behind a queued 20 ms kernel (19 ms)
-		{"1000", 4.5, 1}, // its own, and a part before it (1.9)
-		{"500", 4, 1},    // half a millisecond
+		{"", 4.5, 1, 1},     // 1 ms parts (1.9)
+		{"0", 30, 10, 0},    // whole: behind a queued 20 ms kernel (19 ms)
+		{"1000", 4.5, 1, 1}, // its own, and a part before it (1.9)
+		{"500", 4, 1, 1},    // half a millisecond
 	} {
 		t.Run("SIMCUDA_PREEMPT_US="+tc.preempt, func(t *testing.T) {
-			m := newMachine(t).unshimmed().set("SIMCUDA_PREEMPT_US", tc.preempt)
+			m := newMachine(t).unshimmed()
+			if tc.preempt != "" {
+				m = m.set("SIMCUDA_PREEMPT_US", tc.preempt)
+			}
 			long := m.start("tenant", "2", "20000", "2", "1", "go")
 			short := m.start("tenant", "2", "1000", "1", "1", "go", "gap=2000")
 			for _, p := range []*proc{long, short} {
@@ -180,6 +186,7 @@ func TestSimEnginePreempts(t *testing.T) {
 				p50, 100*float64(rs[0].num(t, "busy_ns"))/float64(rs[0].num(t, "wall_ns")))
 			assert.LessOrEqual(t, p50, tc.most, "%s", rs[1])
 			assert.GreaterOrEqual(t, p50, tc.least, "%s", rs[1])
+			assert.Equal(t, tc.attr, rs[1].num(t, "preemption"), "%s", rs[1])
 		})
 	}
 	r := newMachine(t).unshimmed().set("SIMCUDA_PREEMPT_US", "50").run("tenant", "0", "1000", "1")

@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "04ce343d41339f2048a23812ec4b99d640d655fc6026c7ce4a6f02ec27e988f8"
+const cSourcesHash = "68342307e41b67accf77af65a593a507c23d57d225f93170d1a2c452dbf50a69"

@@ -130,6 +130,9 @@ static int attribute(CUdevice_attribute attrib, CUdevice dev, int *value)
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
 		*value = 5;
 		return 0;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
+		*value = sim_preempt_supported();
+		return 0;
 	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
 	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
 		*value = 1;

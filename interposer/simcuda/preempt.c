@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Compute preemption (SIMCUDA_PREEMPT_US). A GPU of Pascal or later (T4,
- * V100, ...) preempts a running kernel when its context's timeslice ends
- * and another context has work, so a long kernel shares the engine with a
- * neighbour's short ones instead of running before them. With
- * SIMCUDA_PREEMPT_US=n (a timeslice of n microseconds; 1000 is the 1 ms
- * of SIM_TIMESLICE_NS) a kernel longer than that runs a timeslice at a
- * time: each part is booked on the engine as its predecessor ends, and
- * work another process booked meanwhile runs between two parts. A
- * process's streams take one part at a time between them (a context has
- * one timeslice, however many streams it has). Unset or 0, the default: a
- * kernel, once started, holds the engine to its end, as on a GPU without
- * compute preemption; the project's figures were measured so
- * (simcuda/README.md).
+ * V100, ...; this one says it is compute capability 7.5, a T4) preempts a
+ * running kernel when its context's timeslice ends and another context
+ * has work, so a long kernel shares the engine with a neighbour's short
+ * ones instead of running before them. So does this engine, by default
+ * with the 1 ms timeslice of SIM_TIMESLICE_NS: a kernel longer than that
+ * runs a timeslice at a time, each part booked on the engine as its
+ * predecessor ends, and work another process booked meanwhile runs
+ * between two parts. A process's streams take one part at a time between
+ * them (a context has one timeslice, however many streams it has).
+ * SIMCUDA_PREEMPT_US=n sets the timeslice to n microseconds; 0 runs a
+ * kernel, once started, to its end, as a GPU without compute preemption
+ * (Maxwell and older) does. CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED
+ * says which.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,7 +26,8 @@
 #define SIM_PREEMPT_MAX_US 100000
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int64_t preempt_ns;	/* 0: off; -1: malformed */
+/* The timeslice; 0: kernels run whole; -1: SIMCUDA_PREEMPT_US malformed. */
+static int64_t preempt_ns = SIM_TIMESLICE_NS;
 static pthread_mutex_t turn = PTHREAD_MUTEX_INITIALIZER;
 
 static void read_preempt(void)
@@ -52,6 +54,12 @@ int sim_preempt_check(void)
 {
 	pthread_once(&once, read_preempt);
 	return preempt_ns < 0 ? -1 : 0;
+}
+
+bool sim_preempt_supported(void)
+{
+	pthread_once(&once, read_preempt);
+	return preempt_ns > 0;
 }
 
 bool sim_preempts(uint64_t duration_ns)

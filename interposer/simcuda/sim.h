@@ -198,6 +198,7 @@ int sim_driver_version(void);
 
 /* Compute preemption, SIMCUDA_PREEMPT_US (preempt.c). */
 int sim_preempt_check(void);
+bool sim_preempt_supported(void);
 bool sim_preempts(uint64_t duration_ns);
 uint64_t sim_run_preempted(int phys, uint64_t duration_ns, uint64_t ready);
 void sim_preempt_forked(void);

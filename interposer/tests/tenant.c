@@ -171,6 +171,7 @@ int cmd_tenant(int argc, char **argv)
 	CUmodule mod;
 	CUfunction f;
 	CUresult rc;
+	int preempts = -1;
 
 	for (; argc > 3; argc--) {
 		const char *opt = argv[argc - 1];
@@ -217,8 +218,12 @@ int cmd_tenant(int argc, char **argv)
 	NEED(cuEventRecord);
 	NEED(cuEventSynchronize);
 	NEED(cuCtxSynchronize);
+	NEED(cuDeviceGetAttribute);
 	stats = (__typeof__(stats))dlsym(cuda_handle(), "simcudaEngineStats");
 	open_primary(0);
+	/* Whether a kernel longer than a timeslice shares the engine. */
+	CHECK(cu.cuDeviceGetAttribute(
+		&preempts, CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 0));
 	if (!CHECK(cu.cuModuleLoadData(&mod, spin_ptx)) ||
 	    !CHECK(cu.cuModuleGetFunction(&f, mod, "spin")))
 		return finish("tenant");
@@ -292,6 +297,7 @@ int cmd_tenant(int argc, char **argv)
 			       launches - (unsigned long long)depth : 0;
 	printf("launches=%llu\n", launches);
 	printf("wall_ns=%llu\n", (unsigned long long)(now_ns() - t0));
+	printf("preemption=%d\n", preempts);
 	if (stats) {
 		uint64_t b0 = busy, k0 = kernels;
 

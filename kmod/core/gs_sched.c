@@ -405,8 +405,8 @@ bool gs_vgpu_active(const struct gs_card *c, int id, u64 now)
  * not only waiting: a high-priority service between two requests keeps
  * the card for the reclaim window, so that its next kernel finds an empty
  * engine rather than a low-priority neighbour's queue, which no cut can
- * take back (the engine does not preempt a running kernel). A shorter
- * reclaim window lends the gaps to the neighbours, at that price.
+ * take back (a GPU's compute preemption only takes turns with it). A
+ * shorter reclaim window lends the gaps to the neighbours, at that price.
  */
 static int gs_next_high(const struct gs_card *c, u64 now, u32 *rr)
 {

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "697b0cde995e5b679adb00ffe9918675902a4c8bf3c5e63bd3f09cbb57e8aa91"
+const cSourcesHash = "4c7bb762222aa5e17355a34a37f8fc0d52ae0cd3e66410efe1df3b6c1f7696fe"

@@ -321,8 +321,10 @@ static int t_weighted(void)
  * (74.7/8.5/16.8 of the engine). Checked:
  * nobody gets more than its share of wall time (+12: since the early
  * handover the drain's bound is one slice, and the long tenant's tail
- * past it is charged only in part, kmod/core/README.md "Open": 33-35 %
- * of wall time, 26.9 % before). The shares of the
+ * past it is charged only in part, kmod/core/README.md "Open": 31-35 %
+ * of wall time on whole kernels, 26.9 % before; with simcuda's compute
+ * preemption, its default, 24.3-25.6 %, and its 5 % neighbour, which
+ * the tail's repayment goes to, 33.7-34.7 %). The shares of the
  * engine are logged, not checked: on a loaded host the emulated CPU
  * cannot launch the short kernels fast enough to fill their slices (the
  * engine was busy 45 % of the time in one CI run), which says nothing of
