@@ -259,13 +259,19 @@ static void wait_out_slice_locked(struct gs_gate_card *g)
 /*
  * A launch in a slice of ours we did not acquire (the page says it is
  * ours); the card's lock held. No module: we hold the card in it as if
- * we had acquired it, so that its end waits for our fence.
+ * we had acquired it, so that its end waits for our fence, and the
+ * fencer must run to release it: a process whose first launch finds its
+ * slice (its vGPU picked as it joined) and launches no more would hold
+ * the card until it launched again, its busy time unreported.
  */
-static void launch_in_found_slice_locked(struct gs_gate_card *g,
-					 uint64_t start, uint64_t end,
-					 uint64_t now, CUcontext ctx,
-					 CUstream s)
+static void launch_in_found_slice_locked(struct gs_card *c, uint64_t start,
+					 uint64_t end, uint64_t now,
+					 CUcontext ctx, CUstream s)
 {
+	struct gs_gate_card *g = &c->gate;
+
+	if (!g->fencer)
+		gs_gate_start_fencer_locked(c);
 	gs_gate_hold_new_locked(g, start, end);
 	launch_in_slice_locked(g, start, end, now, ctx, s);
 }
@@ -321,7 +327,7 @@ static CUresult slice_begins(struct gs_card *c, const char *what,
 	pthread_mutex_lock(&g->lock);
 	if (!g->fencing && gs_gate_read_slice(g, &owner, &start, &end) &&
 	    gs_gate_may_run(g, owner, end, now = gs_gate_now())) {
-		launch_in_found_slice_locked(g, start, end, now, ctx, s);
+		launch_in_found_slice_locked(c, start, end, now, ctx, s);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
@@ -435,7 +441,8 @@ static CUresult slow_path(struct gs_card *c, const char *what, CUcontext ctx,
 	      gs_budget_warm_locked(g, end))) {
 		wait_out_slice_locked(g);
 	} else if (gs_gate_slice_ours_locked(g, &owner, &start, &end)) {
-		launch_in_found_slice_locked(g, start, end, gs_gate_now(), ctx, s);
+		launch_in_found_slice_locked(c, start, end, gs_gate_now(), ctx,
+					     s);
 		pthread_mutex_unlock(&g->lock);
 		return CUDA_SUCCESS;
 	}
