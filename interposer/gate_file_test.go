@@ -166,7 +166,8 @@ func TestFileGateLongDeepQueue(t *testing.T) {
 		// Table c a b c: its tail runs on in b's slice (26.5-27.5 %,
 		// b 7 %).
 		{"whole kernels, followed by the other 5 %", []string{"a", "b", "c"}, false, 33, 0},
-		// Table c b a c: in c's (35.0-40.2 %, b 11.6-16.3 %).
+		// Table c b a c: in c's (35.0-40.2 %, the upper half next
+		// to a CPU hog; b 11.6-16.3 %).
 		{"whole kernels, followed by the 10 %", []string{"b", "c", "a"}, false, 46, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
