@@ -502,7 +502,9 @@ int gs_release(struct gs_client *cl, const struct gpuslice_release *arg)
 	struct gs_kcard *card;
 	int err;
 
-	if (arg->flags & ~GPUSLICE_RELEASE_IDLE)
+	if ((arg->flags & ~(GPUSLICE_RELEASE_IDLE | GPUSLICE_RELEASE_REPORT)) ||
+	    ((arg->flags & GPUSLICE_RELEASE_IDLE) &&
+	     (arg->flags & GPUSLICE_RELEASE_REPORT)))
 		return -EINVAL;
 	att = gs_attached(cl, arg->card, &err);
 	if (!att)
@@ -510,6 +512,10 @@ int gs_release(struct gs_client *cl, const struct gpuslice_release *arg)
 	card = att->kv->card;
 	spin_lock_irq(&card->lock);
 	gs_busy_report(card, att->kv, arg->busy_ns, ktime_get_ns());
+	if (arg->flags & GPUSLICE_RELEASE_REPORT) {
+		spin_unlock_irq(&card->lock);
+		return 0;
+	}
 	if (arg->flags & GPUSLICE_RELEASE_IDLE) {
 		/* Only this file's acquired work: its waiters still wait. */
 		att->pending = false;

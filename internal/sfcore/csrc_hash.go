@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "68342307e41b67accf77af65a593a507c23d57d225f93170d1a2c452dbf50a69"
+const cSourcesHash = "3fcc6717ba9f5f966f5bf8ed357db8b02b1079b434a424c79260abc845f70a06"

@@ -16,6 +16,31 @@
 #define GS_FENCE_WAITED_NS 100000ULL
 
 /*
+ * The card goes on to our next slice, beginning at start, with no
+ * release between (a lone tenant under a work-conserving policy may never
+ * release): the busy time so far is reported now, or it would show in the
+ * vGPU's statistics (xgpu_core_percentage_used) only at a release that
+ * may not come. The work still running counts from start on.
+ */
+static void report_kept_locked(struct gs_gate_card *g, uint64_t start)
+{
+	uint64_t busy = g->busy_ns;
+	uint64_t end = __atomic_load_n(&g->seen_end, __ATOMIC_RELAXED);
+
+	if (g->first_ns && end > g->first_ns)
+		busy += end - g->first_ns;
+	if (!busy)
+		return;
+	if (g->sf)
+		gs_sf_report(g->sf, busy);
+	else if (!gs_gate_kmod_report(g, busy))
+		return;
+	g->busy_ns = 0;
+	if (g->first_ns && g->first_ns < start)
+		g->first_ns = start;
+}
+
+/*
  * The fencer found the card ours with work queued: a slice of ours it did
  * not see begin (we are the next pick) is held, so that its end waits for
  * our fence as if the application had launched in it; the lock held.
@@ -23,8 +48,10 @@
 static void keep_slice_locked(struct gs_gate_card *g, uint64_t start,
 			      uint64_t end)
 {
-	if (gs_gate_hold_new_locked(g, start, end))
+	if (gs_gate_hold_new_locked(g, start, end)) {
 		__atomic_store_n(&g->nlaunch, 0, __ATOMIC_RELAXED);
+		report_kept_locked(g, start);
+	}
 	g->seen_start = start;
 	__atomic_store_n(&g->seen_end, end, __ATOMIC_RELEASE);
 }

@@ -133,5 +133,7 @@ void gs_gate_kmod_hold(struct gs_gate_card *g);
 void gs_gate_kmod_wait_slice(struct gs_gate_card *g, uint64_t end);
 /* RELEASE with RELEASE_IDLE: our work drained, busy_ns of it. */
 void gs_gate_kmod_release(struct gs_gate_card *g, uint64_t busy_ns);
+/* Reports busy_ns, the hold going on; false: not reported (kept). */
+bool gs_gate_kmod_report(struct gs_gate_card *g, uint64_t busy_ns);
 
 #endif /* GPUSLICE_GATE_INT_H */

@@ -77,6 +77,19 @@ void gs_gate_kmod_wait_slice(struct gs_gate_card *g, uint64_t end)
 		;
 }
 
+bool gs_gate_kmod_report(struct gs_gate_card *g, uint64_t busy_ns)
+{
+	struct gpuslice_release rel = {
+		.card = (__u32)g->kc->card,
+		.flags = GPUSLICE_RELEASE_REPORT,
+		.busy_ns = busy_ns,
+	};
+
+	/* A module without RELEASE_REPORT (EINVAL): kept for the release. */
+	return gs_gate_kmod_fd(g) >= 0 &&
+	       !ioctl(gs_gate_kmod_fd(g), GPUSLICE_IOC_RELEASE, &rel);
+}
+
 void gs_gate_kmod_release(struct gs_gate_card *g, uint64_t busy_ns)
 {
 	struct gpuslice_release rel = {

@@ -665,6 +665,17 @@ void gs_sf_hold(struct gs_sf *sf)
 	sf_unlock(h);
 }
 
+void gs_sf_report(struct gs_sf *sf, uint64_t busy_ns)
+{
+	struct gs_sf_header *h = sf->h;
+
+	if (sf_lock(h))
+		return;
+	if (sf_registered(sf))
+		h->vgpu[sf->vgpu].busy_ns += busy_ns;
+	sf_unlock(h);
+}
+
 void gs_sf_release(struct gs_sf *sf, uint64_t busy_ns)
 {
 	struct gs_sf_header *h = sf->h;

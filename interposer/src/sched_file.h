@@ -79,6 +79,8 @@ void gs_sf_hold(struct gs_sf *sf);
  * the drain of the vGPU's slice the card passes on at once.
  */
 void gs_sf_release(struct gs_sf *sf, uint64_t busy_ns);
+/* Adds busy_ns to the vGPU's busy time; its hold goes on. */
+void gs_sf_report(struct gs_sf *sf, uint64_t busy_ns);
 
 /*
  * Sleeps until the schedule page changes from seq or until deadline

@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "45f93649f092f53264f0896474a6abc25a5501766eed369c8558d4bd715a351e"
+const cSourcesHash = "8a3be350d59e157fb4ccab174bffe05f9b225929e1abf93f2c38ab131cf7c8ef"

@@ -127,3 +127,45 @@ func TestReadRejects(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 	}
 }
+
+// A lone tenant under a work-conserving policy keeps the card from slice
+// to slice and never releases while it has work: its busy time is
+// reported as the card goes on to its next slice, not only at a release
+// that may not come. Before, its vGPU showed 0 busy through 285 slices of
+// a saturating run (policy 4), so xgpu_core_percentage_used read 0 %.
+func TestLoneTenantBusyReported(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(testenv.Bin("gstest"), "tenant", "3", "1000", "2", "1")
+	cmd.Env = append(testenv.SimEnv(filepath.Join(dir, "sim.state"), 4096),
+		"LD_PRELOAD="+testenv.Shim(), "GPUSLICE_ENFORCE=file", "GPU_POLICY=4",
+		"GPU_IDX=0", "GPU_CONTAINER_MEM=512", "GPUSLICE_CONTEXT_MIB=4",
+		"GPUSLICE_SCHED_DIR="+filepath.Join(dir, "sched"),
+		"GPUSLICE_LEDGER_DIR="+filepath.Join(dir, "ledger-a"),
+		"GPUSLICE_VGPU=a", "GPU_CONTAINER_QUOTA_PERCENT=50")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	path := filepath.Join(dir, "sched", "card0.sched")
+	var busy, slices uint64
+	ok := assert.Eventually(t, func() bool {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("the tenant exited before its busy time was reported (%v): %s", err, stderr.String())
+		default:
+		}
+		c, err := Read(path)
+		if err != nil || len(c.VGPUs) != 1 {
+			return false
+		}
+		busy, slices = c.VGPUs[0].BusyNs, c.VGPUs[0].Slices
+		return busy >= uint64(100*time.Millisecond)
+	}, 2500*time.Millisecond, 20*time.Millisecond)
+	require.True(t, ok, "busy %d ns reported over %d slices while it ran", busy, slices)
+}

@@ -181,6 +181,54 @@ static int t_hides_overrun(void)
 	return 0;
 }
 
+/*
+ * A tenant that keeps the card into its next slice reports its busy time
+ * with RELEASE_REPORT, its hold going on (a lone tenant under a
+ * work-conserving policy would otherwise report nothing until it went
+ * idle); the report is bounded as any other. RELEASE_REPORT with
+ * RELEASE_IDLE, or an unknown flag, is EINVAL.
+ */
+static int reporter(void *arg)
+{
+	uint64_t end = 0, t;
+	int fd = hs_open_attached(CARD, NULL);
+
+	(void)arg;
+	T(fd >= 0, "attach: %s", gs_errname(errno));
+	TOK(gs_acquire(fd, CARD, GPUSLICE_ACQUIRE_HOLD, 0, &end, NULL));
+	t = gs_now();
+	gs_spin_until(t + 2 * MS < end ? t + 2 * MS : end);
+	sh->overrun = gs_now() - t;	/* what it reports */
+	TE(gs_release(fd, CARD, GPUSLICE_RELEASE_REPORT |
+		      GPUSLICE_RELEASE_IDLE, 1), EINVAL);
+	TE(gs_release(fd, CARD, 1U << 2, 1), EINVAL);
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_REPORT, sh->overrun));
+	sh->slices = 1;
+	TOK(gs_release(fd, CARD, GPUSLICE_RELEASE_IDLE, 0));
+	close(fd);
+	return 0;
+}
+
+static int t_report_keeps_hold(void)
+{
+	struct gpuslice_vgpu_stats s;
+	pid_t pt;
+
+	memset(sh, 0, sizeof(*sh));
+	if (setup() < 0)
+		return -1;
+	pt = hs_tenant("gsbT", reporter, NULL, 30);
+	T(pt > 0, "fork");
+	TJOIN(pt, 10000, "reporter");
+	T(sh->slices == 1, "the reporter never reported");
+	TOK(gs_vgpu_stats(gs_fd, CARD, (uint32_t)id_ten, &s));
+	gs_info(P " reporter: reported %.1f ms in its slice, busy_ns %.1f ms",
+		hs_ms(sh->overrun), hs_ms(s.busy_ns));
+	T(s.busy_ns >= sh->overrun, "busy_ns %.1f ms after a report of %.1f "
+	  "ms in its slice", hs_ms(s.busy_ns), hs_ms(sh->overrun));
+	return 0;
+}
+
 int main(void)
 {
 	gs_init(P, 60);
@@ -191,5 +239,6 @@ int main(void)
 		return hs_setup_failed("cgroups");
 	gs_run("claims_more_than_granted", t_claims_more);
 	gs_run("hides_its_overrun", t_hides_overrun);
+	gs_run("report_keeps_the_hold", t_report_keeps_hold);
 	return gs_finish();
 }

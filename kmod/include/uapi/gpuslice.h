@@ -132,6 +132,11 @@ struct gpuslice_acquire {
 };
 
 #define GPUSLICE_RELEASE_IDLE		(1U << 0)	/* no more work queued */
+/*
+ * Only reports busy_ns; the hold goes on (the caller keeps the card into
+ * its next slice, its work still running). Not with RELEASE_IDLE.
+ */
+#define GPUSLICE_RELEASE_REPORT		(1U << 1)
 
 struct gpuslice_release {
 	__u32 card;		/* in */
