@@ -10,4 +10,4 @@ package cabi
 //go:generate go run github.com/gpuslice/gpuslice/internal/csrchash/gen
 
 // cSourcesHash is the SHA-256 of gpuslice.h (testenv.CheckCSourcesHash).
-const cSourcesHash = "5d4026a4c2f7124d5cb539d8311d2a06838763c4cc36d6f214d3a7ad56ac3111"
+const cSourcesHash = "7289cbaf8a198bb52868aff5ff3e664b926aa61cf8d16ea46ade352762854d7c"
