@@ -77,27 +77,28 @@ void gs_gate_kmod_wait_slice(struct gs_gate_card *g, uint64_t end)
 		;
 }
 
-bool gs_gate_kmod_report(struct gs_gate_card *g, uint64_t busy_ns)
+/* RELEASE with flags and busy_ns: 0, or -1 (no file, or refused). */
+static int kmod_release(struct gs_gate_card *g, uint32_t flags,
+			uint64_t busy_ns)
 {
 	struct gpuslice_release rel = {
 		.card = (__u32)g->kc->card,
-		.flags = GPUSLICE_RELEASE_REPORT,
+		.flags = flags,
 		.busy_ns = busy_ns,
 	};
 
+	if (gs_gate_kmod_fd(g) < 0)
+		return -1;
+	return ioctl(gs_gate_kmod_fd(g), GPUSLICE_IOC_RELEASE, &rel);
+}
+
+bool gs_gate_kmod_report(struct gs_gate_card *g, uint64_t busy_ns)
+{
 	/* A module without RELEASE_REPORT (EINVAL): kept for the release. */
-	return gs_gate_kmod_fd(g) >= 0 &&
-	       !ioctl(gs_gate_kmod_fd(g), GPUSLICE_IOC_RELEASE, &rel);
+	return kmod_release(g, GPUSLICE_RELEASE_REPORT, busy_ns) == 0;
 }
 
 void gs_gate_kmod_release(struct gs_gate_card *g, uint64_t busy_ns)
 {
-	struct gpuslice_release rel = {
-		.card = (__u32)g->kc->card,
-		.flags = GPUSLICE_RELEASE_IDLE,
-		.busy_ns = busy_ns,
-	};
-
-	if (gs_gate_kmod_fd(g) >= 0)
-		ioctl(gs_gate_kmod_fd(g), GPUSLICE_IOC_RELEASE, &rel);
+	kmod_release(g, GPUSLICE_RELEASE_IDLE, busy_ns);
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,17 +19,24 @@ import (
 
 func TestMain(m *testing.M) { testenv.MainWithC(m) }
 
-// holder starts a gated tenant of container key that launches once and
-// keeps its context, and waits until it has.
-func holder(t *testing.T, dir, key, quota string) {
-	t.Helper()
-	cmd := exec.Command(testenv.Bin("gstest"), "tenant", "0", "1000", "1", "1", "hold")
+// tenant is gstest tenant args, gated through the schedule file under dir
+// with policy, as container key's process with quota.
+func tenant(dir, policy, key, quota string, args ...string) *exec.Cmd {
+	cmd := exec.Command(testenv.Bin("gstest"), append([]string{"tenant"}, args...)...)
 	cmd.Env = append(testenv.SimEnv(filepath.Join(dir, "sim.state"), 4096),
-		"LD_PRELOAD="+testenv.Shim(), "GPUSLICE_ENFORCE=file", "GPU_POLICY=1",
+		"LD_PRELOAD="+testenv.Shim(), "GPUSLICE_ENFORCE=file", "GPU_POLICY="+policy,
 		"GPU_IDX=0", "GPU_CONTAINER_MEM=512", "GPUSLICE_CONTEXT_MIB=4",
 		"GPUSLICE_SCHED_DIR="+filepath.Join(dir, "sched"),
 		"GPUSLICE_LEDGER_DIR="+filepath.Join(dir, "ledger-"+key),
 		"GPUSLICE_VGPU="+key, "GPU_CONTAINER_QUOTA_PERCENT="+quota)
+	return cmd
+}
+
+// holder starts a gated tenant of container key that launches once and
+// keeps its context, and waits until it has.
+func holder(t *testing.T, dir, key, quota string) {
+	t.Helper()
+	cmd := tenant(dir, "1", key, quota, "0", "1000", "1", "1", "hold")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -135,37 +143,38 @@ func TestReadRejects(t *testing.T) {
 // a saturating run (policy 4), so xgpu_core_percentage_used read 0 %.
 func TestLoneTenantBusyReported(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(testenv.Bin("gstest"), "tenant", "3", "1000", "2", "1")
-	cmd.Env = append(testenv.SimEnv(filepath.Join(dir, "sim.state"), 4096),
-		"LD_PRELOAD="+testenv.Shim(), "GPUSLICE_ENFORCE=file", "GPU_POLICY=4",
-		"GPU_IDX=0", "GPU_CONTAINER_MEM=512", "GPUSLICE_CONTEXT_MIB=4",
-		"GPUSLICE_SCHED_DIR="+filepath.Join(dir, "sched"),
-		"GPUSLICE_LEDGER_DIR="+filepath.Join(dir, "ledger-a"),
-		"GPUSLICE_VGPU=a", "GPU_CONTAINER_QUOTA_PERCENT=50")
+	cmd := tenant(dir, "4", "a", "50", "3", "1000", "2", "1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
 	path := filepath.Join(dir, "sched", "card0.sched")
-	var busy, slices uint64
+	var busy, slices atomic.Uint64
+	var gone atomic.Bool
+	// Until its busy time shows, or the tenant is gone (it runs 3 s).
 	ok := assert.Eventually(t, func() bool {
 		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("the tenant exited before its busy time was reported (%v): %s", err, stderr.String())
+		case <-exited:
+			gone.Store(true)
+			return true
 		default:
 		}
 		c, err := Read(path)
 		if err != nil || len(c.VGPUs) != 1 {
 			return false
 		}
-		busy, slices = c.VGPUs[0].BusyNs, c.VGPUs[0].Slices
-		return busy >= uint64(100*time.Millisecond)
+		busy.Store(c.VGPUs[0].BusyNs)
+		slices.Store(c.VGPUs[0].Slices)
+		return busy.Load() >= uint64(100*time.Millisecond)
 	}, 2500*time.Millisecond, 20*time.Millisecond)
-	require.True(t, ok, "busy %d ns reported over %d slices while it ran", busy, slices)
+	require.False(t, gone.Load(), "the tenant exited before its busy time was reported: %s", stderr.String())
+	require.True(t, ok, "busy %d ns reported over %d slices while it ran", busy.Load(), slices.Load())
 }
