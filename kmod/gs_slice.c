@@ -85,16 +85,19 @@ static void gs_card_wake(struct gs_kcard *card, bool force)
 /*
  * Moves the card to the slice covering now; card->lock held. Called by the
  * timer at each slice end and by ACQUIRE, so a late timer never delays a
- * waiter. Wakes the waiters concerned when a new slice begins.
+ * waiter. Wakes the waiters concerned when a new slice begins, or when the
+ * slice's owner may run at last (a closed drain lapsed).
  */
 void gs_card_advance(struct gs_kcard *card, u64 now)
 {
 	u64 handovers = card->core.handovers;
+	s32 owner = gs_owner(&card->core);
 
 	if (!gs_card_gated(card))
 		return;
 	gs_tick(&card->core, now);
-	if (card->core.handovers == handovers)
+	if (card->core.handovers == handovers &&
+	    gs_owner(&card->core) == owner)
 		return;
 	gs_page_publish(card);
 	gs_card_wake(card, true);
@@ -156,11 +159,11 @@ void gs_card_preempt(struct gs_kcard *card, u64 now)
 
 /*
  * att was granted a slice with ACQUIRE_HOLD: at the slice's end its vGPU
- * drains (the next owner launches at once, behind its tail) until its
- * RELEASE; card->lock held. A hold is of one slice, known by its start:
- * when the vGPU is granted a new slice, the holds of earlier ones are
- * forgotten, so that a stopped process does not make its vGPU drain at
- * every later slice.
+ * drains (the next owner launches at once, behind its tail, or after it
+ * where its tails are long) until its RELEASE; card->lock held. A hold
+ * is of one slice, known by its start: when the vGPU is granted a new
+ * slice, the holds of earlier ones are forgotten, so that a stopped
+ * process does not make its vGPU drain at every later slice.
  */
 void gs_card_hold(struct gs_kcard *card, struct gs_attach *att)
 {

@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "3fcc6717ba9f5f966f5bf8ed357db8b02b1079b434a424c79260abc845f70a06"
+const cSourcesHash = "0b274257783b57d758644a6f6686ec51b2c79af9a7c964d783673208090388e5"

@@ -167,12 +167,31 @@ void gs_pay_rest(struct gs_card *c, int id, u64 now)
 	c->slice_len -= pay;
 }
 
-/* How long a drain is waited for: a slice, less after a priority cut. */
-u64 gs_bound_of(const struct gs_card *c, bool cut)
+/* A slice's drain bound when the drain is open: one slice. */
+static u64 gs_open_bound(const struct gs_card *c)
 {
-	u64 b = c->cfg.slice_ns < GS_DRAIN_MAX_NS ? c->cfg.slice_ns :
-						   GS_DRAIN_MAX_NS;
+	return c->cfg.slice_ns < GS_DRAIN_MAX_NS ? c->cfg.slice_ns :
+						  GS_DRAIN_MAX_NS;
+}
 
+bool gs_drain_closes(const struct gs_card *c, int id, bool cut)
+{
+	int next = c->owner;
+
+	/* A high-priority owner waits for no tail, as after a cut. */
+	if (cut || (next >= 0 && next != id && c->vgpu[next].high))
+		return false;
+	return c->vgpu[id].tail_ns > c->cfg.slice_ns / 2;
+}
+
+u64 gs_bound_of(const struct gs_card *c, int id, bool cut)
+{
+	u64 b = gs_open_bound(c);
+
+	if (gs_drain_closes(c, id, cut)) {
+		b += 2 * c->vgpu[id].tail_ns;
+		return b < GS_DRAIN_MAX_NS ? b : GS_DRAIN_MAX_NS;
+	}
 	if (cut && b > GS_CUT_DRAIN_MAX_NS)
 		b = GS_CUT_DRAIN_MAX_NS;
 	return b;
@@ -180,7 +199,24 @@ u64 gs_bound_of(const struct gs_card *c, bool cut)
 
 u64 gs_drain_bound(const struct gs_card *c)
 {
-	return gs_bound_of(c, c->drainer >= 0 && c->drain_cut);
+	if (c->drainer >= 0)
+		return c->drain_bound;
+	return c->owner >= 0 ? gs_bound_of(c, c->owner, false) :
+			       gs_open_bound(c);
+}
+
+/*
+ * vGPU id's drain took d, released: its tail, the decaying maximum of
+ * its drains (an eighth lost a drain), says whether its next drain is
+ * closed and how long it is waited for.
+ */
+static void gs_expect(struct gs_card *c, int id, u64 d)
+{
+	struct gs_vgpu *v = &c->vgpu[id];
+
+	v->tail_ns -= v->tail_ns / 8;
+	if (d > v->tail_ns)
+		v->tail_ns = d;
 }
 
 /*
@@ -195,6 +231,7 @@ void gs_drain_end(struct gs_card *c, u64 t)
 	gs_settle(c, c->drainer, t - c->drain_start, true);
 	c->drainer = GS_OWNER_NONE;
 	c->drain_cut = 0;
+	c->closed = 0;
 }
 
 /*
@@ -215,8 +252,13 @@ void gs_drain_lapse(struct gs_card *c, u64 t)
 	v->victim_start = c->slice_start;
 	v->victim_end = c->slice_end;
 	gs_drain_end(c, t);
-	/* Its tail's length is not known: nothing to prepay for. */
+	/*
+	 * Its tail's length is not known: nothing to prepay for, and its
+	 * next drain open until a release says how long it was (a holder
+	 * that never releases never closes a drain).
+	 */
 	v->last_drain_ns = 0;
+	v->tail_ns = 0;
 	c->prepay_from = t + (u64)c->cfg.max_inst * c->cfg.slice_ns;
 }
 
@@ -233,6 +275,9 @@ void gs_drain_begin(struct gs_card *c, int id, u64 start, u64 t, bool cut)
 	c->drain_slice = start;
 	c->drain_start = t;
 	c->drain_cut = cut ? 1 : 0;
+	c->drain_bound = gs_bound_of(c, id, cut);
+	c->closed = gs_drain_closes(c, id, cut) ? 1 : 0;
+	c->closed_drains += c->closed;
 	/* The hold was of the slice that ended; the drain carries it on. */
 	c->vgpu[id].holding = 0;
 }
@@ -319,6 +364,7 @@ static bool gs_late_release(struct gs_card *c, int id, u64 now)
 	if (end <= v->lapse_from)
 		return false;
 	late = end - v->lapse_from;
+	gs_expect(c, id, end - (v->lapse_cap - GS_DRAIN_MAX_NS));
 	v->granted_ns += late;
 	gs_charge(c, id, late);
 	gs_owe_victim(c, id, end);
@@ -362,7 +408,19 @@ bool gs_vgpu_drained(struct gs_card *c, int id, u64 now)
 	}
 	/* A slice that ended unticked hands over first (id may drain). */
 	gs_tick(c, now);
+	/*
+	 * Its tail outran its bound and it was granted again before this
+	 * release: a tail that ran, at most, from that drain's start until
+	 * now (this release may be of the later slice's work too). Its next
+	 * drains are closed, long enough for it.
+	 */
+	if (v->outran) {
+		v->outran = 0;
+		end = now - v->outran_from;
+		gs_expect(c, id, end < GS_DRAIN_MAX_NS ? end : GS_DRAIN_MAX_NS);
+	}
 	if (c->drainer == id) {
+		gs_expect(c, id, now > c->drain_start ? now - c->drain_start : 0);
 		gs_drain_end(c, now);
 		/* The next owner's slice is whole after the drain. */
 		end = now + c->slice_len;
@@ -428,15 +486,24 @@ bool gs_preempt(struct gs_card *c, u64 now)
 	/*
 	 * The page told the owner's processes they may run until slice_end:
 	 * only a holder or processes that watch for the cut (and drain what
-	 * they queued) give the slice up early.
+	 * they queued) give the slice up early. An owner still waiting for a
+	 * closed drain was told nothing yet.
 	 */
-	if (old >= 0) {
+	if (old >= 0 && !c->closed) {
 		o = &c->vgpu[old];
 		if (o->high || !(o->holding || o->watches))
 			return false;
 	}
 	if (!gs_high_waits(c))
 		return false;
+	/* A closed drain is cut: it is waited for no longer than a cut. */
+	if (c->closed) {
+		c->closed = 0;
+		c->drain_cut = 1;
+		if (c->drain_start + c->drain_bound > now + GS_CUT_DRAIN_MAX_NS)
+			c->drain_bound = now + GS_CUT_DRAIN_MAX_NS -
+					 c->drain_start;
+	}
 	/* The card is handed on now: the holder drains behind, briefly. */
 	gs_slice_close(c, now);
 	if (old >= 0 && c->vgpu[old].holding)

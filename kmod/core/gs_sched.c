@@ -273,9 +273,11 @@ int gs_vgpu_add(struct gs_card *c, u32 quota, u32 high)
 	v->credit_ns = 0;
 	v->prepaid_ns = 0;
 	v->last_drain_ns = 0;
+	v->tail_ns = 0;
 	v->overrun_ns = 0;
 	v->granted_ns = 0;
 	v->lapsed = 0;
+	v->outran = 0;
 	v->creditor = GS_UNIT_FREE;
 	v->owed_ns = 0;
 	gs_account(c, v, true);
@@ -529,7 +531,14 @@ void gs_begin(struct gs_card *c, u64 now)
 		return;
 	v = &c->vgpu[c->owner];
 	v->slices++;
-	/* Its earlier drains are over: a late release owes nothing now. */
+	/*
+	 * Its earlier drains are over: a late release owes nothing now. A
+	 * tail that ran on this far is a long one (gs_vgpu_drained).
+	 */
+	if (v->lapsed) {
+		v->outran = 1;
+		v->outran_from = v->lapse_cap - GS_DRAIN_MAX_NS;
+	}
 	v->lapsed = 0;
 	if (c->owner == c->drainer) {
 		gs_drain_end(c, c->slice_start);
@@ -539,33 +548,37 @@ void gs_begin(struct gs_card *c, u64 now)
 
 /*
  * The current slice is over at now (now >= slice_end): begins the slice
- * covering now. A holding owner hands the card on at once and drains
- * behind the next owner, whose slice is provisionally a drain bound
- * longer (gs_vgpu_drained moves its end earlier); picked again, it keeps
- * the card. A late caller skips the slices it missed.
+ * covering now. A holding owner drains: behind the next owner, who may
+ * launch at once, or, its tail long, alone (the drain is closed: the next
+ * owner waits for it, gs_drain_closes). The next owner's slice is
+ * provisionally a drain bound longer (gs_vgpu_drained moves its end
+ * earlier); picked again, the holder keeps the card. A late caller skips
+ * the slices it missed.
  */
 static void gs_handover(struct gs_card *c, u64 now)
 {
-	u64 e = c->slice_end, slice = c->cfg.slice_ns;
-	u64 bound = gs_bound_of(c, false), k, s = c->slice_start;
+	u64 e = c->slice_end, slice = c->cfg.slice_ns, bound = 0, k;
+	u64 s = c->slice_start;
 	int old = c->owner;
 	bool held = old >= 0 && c->vgpu[old].holding;
 
+	if (held)
+		bound = gs_bound_of(c, old, false);
 	gs_slice_close(c, e);
 	if (held && now < e + bound + slice) {
 		c->slice_start = e;
 		gs_begin(c, now);
 		if (c->owner != old) {
 			gs_drain_begin(c, old, s, e, false);
-			c->slice_end = e + bound + c->slice_len;
+			c->slice_end = e + c->drain_bound + c->slice_len;
 		}
 		return;
 	}
 	if (held && gs_peek_next(c, now) != old) {
 		/* So late that the drain lapsed unreleased long ago. */
 		gs_drain_begin(c, old, s, e, false);
-		gs_drain_lapse(c, e + bound);
-		e += bound;
+		gs_drain_lapse(c, e + c->drain_bound);
+		e += c->drain_bound;
 	}
 	k = gs_div64(now - e, slice);
 	c->missed_slices += k;
@@ -596,7 +609,7 @@ int gs_tick(struct gs_card *c, u64 now)
 
 int gs_owner(const struct gs_card *c)
 {
-	return c->owner;
+	return c->closed ? GS_OWNER_NONE : c->owner;
 }
 
 u64 gs_slice_end(const struct gs_card *c)
@@ -617,5 +630,6 @@ bool gs_may_run(const struct gs_card *c, int id, u64 now)
 {
 	if (c->cfg.policy == GS_POLICY_NATIVE)
 		return true;
-	return c->started && id >= 0 && c->owner == id && now < c->slice_end;
+	return c->started && id >= 0 && !c->closed && c->owner == id &&
+	       now < c->slice_end;
 }

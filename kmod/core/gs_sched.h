@@ -79,6 +79,7 @@ struct gs_vgpu {
 	u8 holding;		/* work queued in its slice may still run */
 	u8 watches;		/* its processes drain when a slice is cut */
 	u8 lapsed;		/* its last drain lapsed, not released yet */
+	u8 outran;		/* granted again before a lapsed release */
 	u8 victim;		/* lapsed: whose slice its tail ran on in */
 	u8 creditor;		/* owed_ns of its debt is owed to (or FREE) */
 	u32 nprocs;		/* processes holding the GPU */
@@ -86,6 +87,7 @@ struct gs_vgpu {
 	u64 credit_ns;		/* prepaid, not drained: set against debt */
 	u64 prepaid_ns;		/* charged ahead for its current drain */
 	u64 last_drain_ns;	/* its last drain: prepaid at its grants */
+	u64 tail_ns;		/* its drains' decaying maximum */
 	u64 overrun_ns;		/* overrun charged in all (statistics) */
 	u64 last_work_ns;	/* time of the last gs_vgpu_note_work */
 	u64 slices;		/* slices granted (statistics) */
@@ -93,6 +95,7 @@ struct gs_vgpu {
 	u64 lapse_from;		/* lapsed: charged until here so far */
 	u64 lapse_cap;		/* lapsed: never charged past here */
 	u64 lapse_slice;	/* lapsed: the start of the slice it held */
+	u64 outran_from;	/* outran: that drain's start */
 	u64 victim_start;	/* lapsed: the victim's slice, start ... */
 	u64 victim_end;		/* ... and end when the drain lapsed */
 	u64 owed_ns;		/* of its debt, slice time owed to creditor */
@@ -114,6 +117,8 @@ struct gs_card {
 	u64 slice_end;		/* the owner may run while now < slice_end */
 	s32 drainer;		/* the last owner, draining: GS_OWNER_NONE */
 	u32 drain_cut;		/* the drain is of a slice cut by priority */
+	u32 closed;		/* the next owner waits for the drain */
+	u64 drain_bound;	/* the drain is waited for until start + this */
 	u64 drain_start;	/* the drainer's slice ended here */
 	u64 drain_slice;	/* ... and began here (its hold's identity) */
 	u64 slice_len;		/* the current slice's own length (less debt) */
@@ -122,6 +127,7 @@ struct gs_card {
 	u64 handovers;		/* slices begun (statistics) */
 	u64 idle_slices;	/* slices with owner GS_OWNER_NONE */
 	u64 missed_slices;	/* slices skipped because gs_tick came late */
+	u64 closed_drains;	/* drains the next owner waited for */
 	u8 table[GS_MAX_INST_MAX];	/* owner of each unit of the period */
 	struct gs_vgpu vgpu[GS_MAX_VGPUS];
 };
@@ -164,7 +170,10 @@ bool gs_vgpu_active(const struct gs_card *c, int id, u64 now);
  */
 int gs_tick(struct gs_card *c, u64 now);
 
-/* The current slice: its owner, and when it ends. */
+/*
+ * The current slice: its owner (GS_OWNER_NONE while it waits for a closed
+ * drain), and when it ends.
+ */
 int gs_owner(const struct gs_card *c);
 u64 gs_slice_end(const struct gs_card *c);
 
@@ -172,27 +181,34 @@ u64 gs_slice_end(const struct gs_card *c);
  * Draining (callers that fence their work at slice ends: the shim, over
  * the schedule file or the module's ACQUIRE_HOLD). gs_vgpu_hold(c, id,
  * true) says vGPU id was granted the current slice and may have work
- * queued in it. When that slice ends while it holds, the card is handed
- * on at once (early handover): the next owner may launch, its work queued
- * behind the holder's tail, and the holder becomes the card's drainer
- * (c->drainer, from c->drain_start = the old slice's end). The next
- * owner's slice ends provisionally at drain_start + gs_drain_bound(c) +
- * slice_len (slice_ns less what it owes under a slice, at most half).
- * gs_vgpu_drained(c, id, t) from the drainer ends the drain: t -
- * drain_start is its debt, and the new owner's slice ends at t +
- * slice_len, whole in engine time. Without it the drain lapses at
- * drain_start + bound: the bound is its debt. The debt shortens or skips
- * the vGPU's next slices, so that its share counts the time its work
- * took. When the next pick is the holder itself, it keeps the card: no
- * drain, nothing owed. A vGPU that never holds is never a drainer.
+ * queued in it. When that slice ends while it holds, the holder becomes
+ * the card's drainer (c->drainer, from c->drain_start = the old slice's
+ * end) and the card goes to the next owner. A drain of a short tail is
+ * open (early handover): the next owner may launch at once, its work
+ * queued behind the tail. A drain of a long tail (the vGPU's drains'
+ * decaying maximum, c->vgpu[id].tail_ns, over half a slice) is closed:
+ * the next owner waits for it, gs_owner() says GS_OWNER_NONE meanwhile,
+ * so that no other work shares the engine with the tail and the tail's
+ * time is the holder's alone. The next owner's slice ends provisionally
+ * at drain_start + gs_drain_bound(c) + slice_len (slice_ns less what it
+ * owes under a slice, at most half). gs_vgpu_drained(c, id, t) from the
+ * drainer ends the drain: t - drain_start is its debt, and the new
+ * owner's slice ends at t + slice_len, whole in engine time. Without it
+ * the drain lapses at drain_start + bound: the bound is its debt, and a
+ * closed drain opens. The debt shortens or skips the vGPU's next slices,
+ * so that its share counts the time its work took. When the next pick is
+ * the holder itself, it keeps the card: no drain, nothing owed. A vGPU
+ * that never holds is never a drainer.
  */
 int gs_vgpu_hold(struct gs_card *c, int id, bool holding);
 
 /*
  * How long the card waits for the drainer of the current drain (or, with
- * none, for the owner of the current slice once it ends):
- * min(slice_ns, GS_DRAIN_MAX_NS), and for a slice cut by priority
- * min(that, GS_CUT_DRAIN_MAX_NS).
+ * none, for the owner of the current slice once it ends): an open drain
+ * min(slice_ns, GS_DRAIN_MAX_NS), a closed one that plus twice the
+ * vGPU's tail, at most GS_DRAIN_MAX_NS; after a priority cut, or in front
+ * of a high-priority owner, open, and after a cut at most
+ * GS_CUT_DRAIN_MAX_NS.
  */
 u64 gs_drain_bound(const struct gs_card *c);
 
@@ -247,8 +263,9 @@ bool gs_preempt(struct gs_card *c, u64 now);
 
 /*
  * When the card changes next: while a drain is on, its bound
- * (drain_start + gs_drain_bound), else the slice's end. Timers and
- * sleepers wait until then (or for gs_vgpu_drained).
+ * (drain_start + gs_drain_bound: a closed drain opens then), else the
+ * slice's end. Timers and sleepers wait until then (or for
+ * gs_vgpu_drained).
  */
 u64 gs_next_change(const struct gs_card *c);
 
@@ -260,7 +277,8 @@ int gs_peek_next(const struct gs_card *c, u64 now);
 
 /*
  * The fast-path check (mirrored by the shim from owner + slice_end): may
- * vGPU id run at now without calling gs_tick? False past slice_end.
+ * vGPU id run at now without calling gs_tick? False past slice_end, and
+ * while the slice waits for a closed drain.
  */
 bool gs_may_run(const struct gs_card *c, int id, u64 now);
 

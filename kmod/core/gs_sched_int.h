@@ -19,8 +19,16 @@ bool gs_valid_id(const struct gs_card *c, int id);
 void gs_begin(struct gs_card *c, u64 now);
 
 /* gs_drain.c */
-/* How long a drain is waited for: a slice, less after a priority cut. */
-u64 gs_bound_of(const struct gs_card *c, bool cut);
+/*
+ * Is vGPU id's drain closed (the next owner waits for it): its tail is
+ * long, and no priority cut.
+ */
+bool gs_drain_closes(const struct gs_card *c, int id, bool cut);
+/*
+ * How long vGPU id's drain is waited for: a closed one GS_DRAIN_MAX_NS,
+ * else a slice, after a priority cut GS_CUT_DRAIN_MAX_NS at most.
+ */
+u64 gs_bound_of(const struct gs_card *c, int id, bool cut);
 /* The current slice ends at t: its owner had the card since its start. */
 void gs_slice_close(struct gs_card *c, u64 t);
 /* vGPU id's slice, begun at start, ended at t while it held. */

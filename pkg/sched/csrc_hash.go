@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "4c7bb762222aa5e17355a34a37f8fc0d52ae0cd3e66410efe1df3b6c1f7696fe"
+const cSourcesHash = "9c89c069d4d8550442dd04bef96b248b4de165dd648cbaf96fb068440f46a8b7"

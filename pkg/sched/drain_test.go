@@ -302,10 +302,18 @@ func TestPreemptIdleSlice(t *testing.T) {
 // the engine time its queued work took, not the slices it was granted.
 // Each shape runs on two engines: first-come (a tail runs before the next
 // owner's work) and time-sliced (a tail shares the engine with it, 1 ms
-// turns, as a GPU's contexts do). Which one a GPU is decides how a tail
-// must be charged: charging it in full to its owner holds the first-come
-// cases and starves long kernels on the time-sliced engine (a fifth
-// attempt, kmod/core/long-tails.md), so both are kept.
+// turns, as a GPU's contexts do). A long tail's drain is closed (its next
+// owner waits for it), so that it has the engine alone on either.
+//
+// Open, on this model only: its tenant holds each slice it launches in
+// and forgets the fence of an earlier one (the module forgets that hold),
+// so a tenant whose kernels outlast a slice two deep, granted again before
+// its fence passed, never releases: its drains lapse, stay open, and the
+// time-sliced engine splits its tail with the next owners. The shim's
+// fencer releases each fence it waits for, and its launch budget keeps a
+// slice's work near a slice; on simcuda's time-sliced engine these shapes
+// hold within 2.5 points (benchmarks/shares, p4-mixed, p4-mixed-deep,
+// p4-deep, p4-long-deep). 64 in flight needs that budget on both engines.
 func TestEngineSharesAnyKernelShape(t *testing.T) {
 	us := ms / 1000
 	for _, tc := range []struct {
@@ -313,19 +321,19 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 		policy Policy
 		ts     []*vtenant
 		want   []float64
-		open   bool // the shares miss under early handover (open)
-		sliced bool // ... on a time-sliced engine (open)
+		open   bool // the shares miss on the first-come engine (open)
+		sliced bool // ... on the time-sliced engine (open)
 	}{
 		{"one shape per tenant", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: 50 * us, depth: 2},
 			{quota: 5, kernel: ms, depth: 2},
 			{quota: 10, kernel: 20 * ms, depth: 2},
-		}, []float64{25, 25, 50}, true, true},
+		}, []float64{25, 25, 50}, false, true},
 		{"long kernels on the small quota", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: 20 * ms, depth: 2},
 			{quota: 5, kernel: 50 * us, depth: 2},
 			{quota: 10, kernel: ms, depth: 2},
-		}, []float64{25, 25, 50}, true, true},
+		}, []float64{25, 25, 50}, false, true},
 		{"64 in flight", WeightedPreemptive, []*vtenant{
 			{quota: 5, kernel: ms, depth: 64},
 			{quota: 5, kernel: ms, depth: 64},
@@ -335,7 +343,7 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 			{quota: 30, kernel: ms, depth: 2},
 			{quota: 0, kernel: ms, depth: 2},
 			{quota: 0, kernel: 20 * ms, depth: 1},
-		}, []float64{30, 35, 35}, false, true},
+		}, []float64{30, 35, 35}, false, false},
 		{"fixed 30/70", Fixed, []*vtenant{
 			{quota: 30, kernel: ms, depth: 2},
 			{quota: 70, kernel: ms, depth: 2},
@@ -348,21 +356,12 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 		{"fixed 30/70, mixed", Fixed, []*vtenant{
 			{quota: 30, kernel: 20 * ms, depth: 1},
 			{quota: 70, kernel: 100 * us, depth: 8},
-		}, []float64{30, 70}, false, true},
+		}, []float64{30, 70}, false, false},
 	} {
 		t.Run(tc.name+"/first-come", func(t *testing.T) {
 			shares := engineRun(t, tc.policy, fresh(tc.ts), 3000*ms)
 			if tc.open {
-				// Open (issue 14): work queued in one slice
-				// outruns the drain bound (one slice) and the
-				// tenant is granted again before its release:
-				// its tail runs in the next owners' slices,
-				// uncharged (kmod/core/README.md, "Open"). The
-				// first three and the last held with the old
-				// core, whose card idled up to DrainMax at every
-				// held slice's end; the 40 ms case was not run
-				// on it.
-				skipOpen(t, "under early handover", tc.want, shares)
+				skipOpen(t, "on the first-come engine", tc.want, shares)
 			}
 			checkShares(t, tc.want, shares)
 		})
@@ -370,10 +369,7 @@ func TestEngineSharesAnyKernelShape(t *testing.T) {
 			c := newCard(t, tc.policy, 20)
 			shares := engineRunSliced(t, c, fresh(tc.ts), 3000*ms, ms)
 			if tc.sliced {
-				// Open (issue 14): a tail shares the engine
-				// with the next owners' work, 1 ms turns each
-				// (kmod/core/README.md, "Open").
-				skipOpen(t, "on a time-sliced engine", tc.want, shares)
+				skipOpen(t, "on the time-sliced engine", tc.want, shares)
 			}
 			checkShares(t, tc.want, shares)
 		})

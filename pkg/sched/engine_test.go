@@ -16,8 +16,11 @@ import (
 // queues the next owner's first kernel behind the drain, so the engine
 // does not idle at a handover:
 //   - two (or three) saturating tenants use >= 98 % of the engine time one
-//     tenant alone uses;
-//   - each tenant's share of wall time is within 1.5 points of its target;
+//     tenant alone uses; where a tenant's tail is long (two kernels past
+//     half a slice) its drains are closed, and each of those costs the card
+//     two wake-ups (the fence's, the next owner's launch), counted apart;
+//   - each tenant's share of wall time, over whole periods, is within 1.5
+//     points of its target;
 //   - every 100 ms interval from the first is within 3 points, where the
 //     period (max_inst x slice) is at most 100 ms. Without the prepaid
 //     drain (gs_prepay) the first missed by one: 5/5/10, 1 ms kernels, 5
@@ -28,8 +31,10 @@ import (
 // engine busy 91.5 % of one tenant alone's, 45 %/45 % of wall time.
 //
 // Where the work a tenant queues in one slice (two kernels) outruns the
-// drain bound (one slice), its tail runs in the next owners' slices: that
-// case is checked for utilisation only and its shares logged (open).
+// open drain's bound (one slice), the shares are logged, not checked:
+// this model's tenant supersedes a fence still waiting with its next
+// slice's (the shim's fence runs on and releases), so with kernels of
+// several slices it never releases and its drains stay open.
 func TestEngineNoIdleGap(t *testing.T) {
 	us := ms / 1000
 	const wake = 50 * 1000
@@ -73,13 +78,17 @@ func TestEngineNoIdleGap(t *testing.T) {
 					for _, v := range ts {
 						total += v.busy
 					}
-					assert.GreaterOrEqual(t, float64(total), 0.98*float64(alone.busy),
-						"engine busy %.1f %% of one tenant alone's", 100*float64(total)/float64(alone.busy))
-					span := float64(dur - dur/5)
-					shares := make([]float64, len(ts))
-					for i, v := range ts {
-						shares[i] = 100 * float64(v.busy) / span
+					// Two wake-ups per closed drain, the run's part
+					// after the warm-up.
+					closed := c.Stats().ClosedDrains
+					if 2*k+wake <= slice/2 {
+						assert.Zero(t, closed, "short tails keep the drains open")
 					}
+					lost := 2 * wake * closed * 4 / 5
+					assert.GreaterOrEqual(t, float64(total+lost), 0.98*float64(alone.busy),
+						"engine busy %.1f %% of one tenant alone's, %d closed drains",
+						100*float64(total)/float64(alone.busy), closed)
+					shares := wholePeriodShares(ts, uint64(c.Config().MaxInst)*slice, dur)
 					if 2*k > min(slice, DrainMax) {
 						t.Logf("open: 2 x %d us per slice outrun the bound: shares of wall %.1f", k/us, shares)
 						return
@@ -100,4 +109,24 @@ func TestEngineNoIdleGap(t *testing.T) {
 			}
 		}
 	}
+}
+
+// wholePeriodShares is each tenant's share of wall time (percent) over the
+// whole periods between the warm-up (a fifth of dur) and dur, from its
+// engine time per 100 ms: over part of a period the unit table's order
+// decides (1.2 s is 2.4 periods of 20 ms slices).
+func wholePeriodShares(ts []*vtenant, period, dur uint64) []float64 {
+	win := 100 * ms
+	unit := max(period, win) // a whole number of windows and of periods
+	from := (dur/5 + unit - 1) / unit * unit
+	to := dur / unit * unit
+	shares := make([]float64, len(ts))
+	for i, v := range ts {
+		var busy uint64
+		for w := from / win; w < to/win && w < uint64(len(v.perWin)); w++ {
+			busy += v.perWin[w]
+		}
+		shares[i] = 100 * float64(busy) / float64(to-from)
+	}
+	return shares
 }

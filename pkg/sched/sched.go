@@ -310,9 +310,24 @@ func (c *Card) LapsedSlice(id int) (uint64, bool) {
 }
 
 // DrainBound is how long the card waits for the current drainer (with
-// none, for a holder whose slice ends): min(slice, DrainMax), and after a
-// priority cut at most CutDrainMax.
+// none, for a holder whose slice ends): min(slice, DrainMax) for an open
+// drain, that plus twice the vGPU's tail (at most DrainMax) for a closed
+// one, and after a priority cut at most CutDrainMax.
 func (c *Card) DrainBound() uint64 { return uint64(C.gs_drain_bound(&c.c)) }
+
+// Closed reports whether the current drain is closed: the slice's owner
+// waits for it (Owner is None, MayRun false) because the drainer's tails
+// are long.
+func (c *Card) Closed() bool { return c.c.closed != 0 }
+
+// Tail is vGPU id's drains' decaying maximum, which decides whether its
+// next drain is closed (over half a slice).
+func (c *Card) Tail(id int) uint64 {
+	if id < 0 || id >= MaxVGPUs || c.c.vgpu[id].in_use == 0 {
+		return 0
+	}
+	return uint64(c.c.vgpu[id].tail_ns)
+}
 
 // Granted is the time vGPU id owned the card until now: its slices from
 // start to end (or cut, or now), its drains and the late overrun charged
@@ -352,7 +367,8 @@ func (c *Card) Active(id int, now uint64) bool {
 // a vGPU id, None or All.
 func (c *Card) Tick(now uint64) int { return int(C.gs_tick(&c.c, C.u64(now))) }
 
-// Owner is the owner of the current slice.
+// Owner is the owner of the current slice: None while it waits for a
+// closed drain.
 func (c *Card) Owner() int { return int(C.gs_owner(&c.c)) }
 
 // SliceEnd is when the current slice ends.
@@ -375,6 +391,7 @@ type Stats struct {
 	Handovers    uint64 // slices begun
 	IdleSlices   uint64 // slices nobody owned
 	MissedSlices uint64 // slices skipped over by a late Tick
+	ClosedDrains uint64 // drains the next owner waited for (long tails)
 }
 
 // Stats returns the card's counters.
@@ -383,6 +400,7 @@ func (c *Card) Stats() Stats {
 		Handovers:    uint64(c.c.handovers),
 		IdleSlices:   uint64(c.c.idle_slices),
 		MissedSlices: uint64(c.c.missed_slices),
+		ClosedDrains: uint64(c.c.closed_drains),
 	}
 }
 

@@ -12,4 +12,4 @@ package schedfile
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "8a3be350d59e157fb4ccab174bffe05f9b225929e1abf93f2c38ab131cf7c8ef"
+const cSourcesHash = "237962e3ac8e1221b4254a26a21088ec63df84f8af520468cafc648401032b80"

@@ -115,10 +115,13 @@ struct gpuslice_charge {
 /*
  * The caller fences its work at the slice's end and then RELEASEs. The
  * next owner runs from the slice's end, its work queued behind the
- * caller's; until that RELEASE (at most one slice; 5 ms after a priority
- * cut) the next owner's slice does not start counting, and the time past
- * the end is owed by the vGPU's later slices (a later RELEASE owes the
- * rest, up to 100 ms). Without it the card moves on at the slice's end.
+ * caller's, or, where the vGPU's drains were long (over half a slice),
+ * from that RELEASE: the page names no owner meanwhile. Until that
+ * RELEASE (at most one slice, or for a long tail one slice plus twice
+ * its length, at most 100 ms; 5 ms after a priority cut) the next
+ * owner's slice does not start counting, and the time past the end is
+ * owed by the vGPU's later slices (a later RELEASE owes the rest, up to
+ * 100 ms). Without it the card moves on at the slice's end.
  */
 #define GPUSLICE_ACQUIRE_HOLD		(1U << 1)
 

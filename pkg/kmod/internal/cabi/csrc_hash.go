@@ -10,4 +10,4 @@ package cabi
 //go:generate go run github.com/gpuslice/gpuslice/internal/csrchash/gen
 
 // cSourcesHash is the SHA-256 of gpuslice.h (testenv.CheckCSourcesHash).
-const cSourcesHash = "7289cbaf8a198bb52868aff5ff3e664b926aa61cf8d16ea46ade352762854d7c"
+const cSourcesHash = "c940cd90974a142e84a529201f14a73c405097180c1ea46ef8acb46281a8e79b"
