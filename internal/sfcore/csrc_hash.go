@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "0b274257783b57d758644a6f6686ec51b2c79af9a7c964d783673208090388e5"
+const cSourcesHash = "0a1083f43822f8da7208e7fb192da93f76f788843864a06da3e8adc0bc2cb332"

@@ -29,7 +29,8 @@
  *     queued in its slice has run and, as long as it waits, queues
  *     nothing more. The card is handed on at the slice's end all the same
  *     (the early handover, kmod/core: the next owner's kernels queue
- *     behind our tail) and we are its drainer until the release (the
+ *     behind our tail; after it, where our vGPU's tails have been long:
+ *     a closed drain) and we are its drainer until the release (the
  *     drain: ACQUIRE_HOLD in module mode, the slot's hold in the schedule
  *     file), whose time past the end is the vGPU's debt and which moves
  *     the next owner's end earlier; a fencer thread fences at the slice's

@@ -31,9 +31,11 @@
  *
  * Draining. A granted process holds its vGPU (gs_vgpu_hold) until its
  * fence says what it queued has run (gs_sf_release, from the gate's
- * fencer thread at the slice's end). Until then the core keeps the card
- * (at most GS_DRAIN_MAX_NS), so that the next owner's slice starts on an
- * empty engine, whole; the overrun is the vGPU's debt (kmod/core).
+ * fencer thread at the slice's end). Until then the core waits for its
+ * drain (at most the drain's bound): the next owner's slice is whole
+ * after it, and its first kernels queue behind the tail, or, where the
+ * vGPU's tails are long, start after it (a closed drain: the page names
+ * nobody meanwhile); the overrun is the vGPU's debt (kmod/core).
  * A hold is of the slice granted (hold_start): once the card moved on
  * at the bound, it lapses. A dead process's hold ends with its slot.
  */
