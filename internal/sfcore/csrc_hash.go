@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "0a1083f43822f8da7208e7fb192da93f76f788843864a06da3e8adc0bc2cb332"
+const cSourcesHash = "4455a522f317dacda956aad9e6e9a5e38479aea8d919ed905294cd340892bd34"

@@ -331,9 +331,11 @@ int gs_vgpu_remove(struct gs_card *c, int id)
 		c->owner = GS_OWNER_NONE;
 		c->vacated = 1;
 	}
+	/* Its tail went with its processes: nobody waits for it. */
 	if (c->drainer == id) {
 		c->drainer = GS_OWNER_NONE;
 		c->drain_cut = 0;
+		c->closed = 0;
 	}
 	gs_rebuild(c);
 	return 0;
@@ -607,9 +609,18 @@ int gs_tick(struct gs_card *c, u64 now)
 	}
 }
 
+/*
+ * Does the slice's owner wait for a closed drain? Only while there is a
+ * drainer: a closed flag left behind must never keep a card shut.
+ */
+static bool gs_waits(const struct gs_card *c)
+{
+	return c->closed && c->drainer >= 0;
+}
+
 int gs_owner(const struct gs_card *c)
 {
-	return c->closed ? GS_OWNER_NONE : c->owner;
+	return gs_waits(c) ? GS_OWNER_NONE : c->owner;
 }
 
 u64 gs_slice_end(const struct gs_card *c)
@@ -630,6 +641,6 @@ bool gs_may_run(const struct gs_card *c, int id, u64 now)
 {
 	if (c->cfg.policy == GS_POLICY_NATIVE)
 		return true;
-	return c->started && id >= 0 && !c->closed && c->owner == id &&
+	return c->started && id >= 0 && !gs_waits(c) && c->owner == id &&
 	       now < c->slice_end;
 }

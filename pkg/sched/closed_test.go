@@ -199,3 +199,22 @@ func TestHighPriorityOpensTheDrain(t *testing.T) {
 	assert.False(t, c.Closed())
 	assert.True(t, c.MayRun(h, aEnd))
 }
+
+// A vGPU removed while its drain is closed (its last process gone, its
+// tail with it) keeps nobody waiting: the next owner runs at once. (It
+// kept the card closed for good: the demo's 30 % container, whose 70 %
+// neighbour exited in a closed drain, never ran again.)
+func TestRemovedDrainerOpensTheCard(t *testing.T) {
+	c, a, b := drainPair(t, WeightedPreemptive)
+	end := drainOwner(t, c, a)
+	require.True(t, c.Release(a, end+4*ms))
+	nextSliceOf(t, c, a)
+	end = drainOwner(t, c, a)
+	require.True(t, c.Closed())
+
+	require.NoError(t, c.RemoveVGPU(a))
+	assert.False(t, c.Closed())
+	assert.Equal(t, b, c.Owner())
+	assert.True(t, c.MayRun(b, end+ms))
+	assert.Equal(t, b, c.Tick(end+ms))
+}

@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "9c89c069d4d8550442dd04bef96b248b4de165dd648cbaf96fb068440f46a8b7"
+const cSourcesHash = "a2525fb892dc7ac33e2c5404c05255d6bc361d9ae44e7463db5897b118b9921b"
