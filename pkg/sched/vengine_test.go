@@ -46,8 +46,10 @@ type vkernel struct {
  * engineRunSliced: one that takes turns, below): an owner
  * launches while it may run (its launcher wakes wake after it may), holds
  * each slice it launches in, and its fencer releases the hold wake after
- * its last kernel completed, once it may not run any more; a waiting
- * high-priority tenant preempts. It returns each tenant's share of the
+ * its last kernel completed, once it may not run any more; as the shim's,
+ * its fencer keeps a slice of its own that follows with work still
+ * queued (no fence between), and a launch waits for a fence in flight. A
+ * waiting high-priority tenant preempts. It returns each tenant's share of the
  * engine time after warm-up; perWin is each tenant's engine time in each
  * 100 ms of wall time.
  */
@@ -153,8 +155,16 @@ func runEngine(t *testing.T, c *Card, ts []*vtenant, dur, timeslice uint64) []fl
 		for _, v := range ts {
 			// The fence: at the end of the slice it held, the
 			// fencer waits for the last kernel it launched in it
-			// and releases, waking v.wake after it completed.
+			// and releases, waking v.wake after it completed. A
+			// slice of its own that follows, its work still
+			// queued, is kept, held with no fence (the shim's
+			// fencer, keep_slice_locked).
 			if !v.holding || c.MayRun(v.id, now) && c.SliceStart() == v.held {
+				continue
+			}
+			if v.fence == 0 && v.done < v.seq && c.MayRun(v.id, now) {
+				v.held = c.SliceStart()
+				require.NoError(t, c.Hold(v.id, true))
 				continue
 			}
 			if v.fence == 0 {
@@ -179,7 +189,10 @@ func runEngine(t *testing.T, c *Card, ts []*vtenant, dur, timeslice uint64) []fl
 				v.runAt = now + v.wake
 			}
 			v.runnable = runnable
-			for c.MayRun(v.id, now) && now >= v.runAt && v.inflight < v.depth && now >= v.nextAt {
+			// A launch in a new slice waits for a fence in flight
+			// (the shim's slow path, wait_fence_locked).
+			fencing := v.holding && v.fence != 0
+			for !fencing && c.MayRun(v.id, now) && now >= v.runAt && v.inflight < v.depth && now >= v.nextAt {
 				// A hold is of the slice granted; a new one
 				// supersedes an earlier one still draining
 				// (the core charged it when it was granted).
