@@ -12,4 +12,4 @@ package sfcore
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "4455a522f317dacda956aad9e6e9a5e38479aea8d919ed905294cd340892bd34"
+const cSourcesHash = "e4538c13eedb417d190d25132800b59c1a8fffcddfb28a3340516e8560190b59"

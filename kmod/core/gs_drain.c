@@ -262,6 +262,12 @@ void gs_drain_lapse(struct gs_card *c, u64 t)
 	c->prepay_from = t + (u64)c->cfg.max_inst * c->cfg.slice_ns;
 }
 
+/* lapse_cap is GS_DRAIN_MAX_NS past the drain's start (gs_drain_lapse). */
+u64 gs_lapse_start(const struct gs_vgpu *v)
+{
+	return v->lapse_cap - GS_DRAIN_MAX_NS;
+}
+
 /*
  * vGPU id's slice, begun at start, ended at t while it held: it drains
  * from t.
@@ -364,7 +370,7 @@ static bool gs_late_release(struct gs_card *c, int id, u64 now)
 	if (end <= v->lapse_from)
 		return false;
 	late = end - v->lapse_from;
-	gs_expect(c, id, end - (v->lapse_cap - GS_DRAIN_MAX_NS));
+	gs_expect(c, id, end - gs_lapse_start(v));
 	v->granted_ns += late;
 	gs_charge(c, id, late);
 	gs_owe_victim(c, id, end);
@@ -489,7 +495,7 @@ bool gs_preempt(struct gs_card *c, u64 now)
 	 * they queued) give the slice up early. An owner still waiting for a
 	 * closed drain was told nothing yet.
 	 */
-	if (old >= 0 && !c->closed) {
+	if (old >= 0 && !gs_waits(c)) {
 		o = &c->vgpu[old];
 		if (o->high || !(o->holding || o->watches))
 			return false;
@@ -497,7 +503,7 @@ bool gs_preempt(struct gs_card *c, u64 now)
 	if (!gs_high_waits(c))
 		return false;
 	/* A closed drain is cut: it is waited for no longer than a cut. */
-	if (c->closed) {
+	if (gs_waits(c)) {
 		c->closed = 0;
 		c->drain_cut = 1;
 		if (c->drain_start + c->drain_bound > now + GS_CUT_DRAIN_MAX_NS)

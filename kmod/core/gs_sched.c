@@ -539,7 +539,7 @@ void gs_begin(struct gs_card *c, u64 now)
 	 */
 	if (v->lapsed) {
 		v->outran = 1;
-		v->outran_from = v->lapse_cap - GS_DRAIN_MAX_NS;
+		v->outran_from = gs_lapse_start(v);
 	}
 	v->lapsed = 0;
 	if (c->owner == c->drainer) {
@@ -613,7 +613,7 @@ int gs_tick(struct gs_card *c, u64 now)
  * Does the slice's owner wait for a closed drain? Only while there is a
  * drainer: a closed flag left behind must never keep a card shut.
  */
-static bool gs_waits(const struct gs_card *c)
+bool gs_waits(const struct gs_card *c)
 {
 	return c->closed && c->drainer >= 0;
 }

@@ -17,6 +17,8 @@ bool gs_policy_skips_free(u32 policy);
 bool gs_valid_id(const struct gs_card *c, int id);
 /* Starts the slice at c->slice_start: its owner is picked now. */
 void gs_begin(struct gs_card *c, u64 now);
+/* Does the slice's owner wait for a closed drain (there is a drainer)? */
+bool gs_waits(const struct gs_card *c);
 
 /* gs_drain.c */
 /*
@@ -35,6 +37,8 @@ void gs_slice_close(struct gs_card *c, u64 t);
 void gs_drain_begin(struct gs_card *c, int id, u64 start, u64 t, bool cut);
 /* The card stops waiting for the drainer at t: it owes the time so far. */
 void gs_drain_lapse(struct gs_card *c, u64 t);
+/* Where the lapsed drain of v began (its slice's end). */
+u64 gs_lapse_start(const struct gs_vgpu *v);
 /* Who vGPU id's unit, given up for its debt, goes to (or nobody). */
 int gs_repaid(struct gs_card *c, int id, u64 now, bool commit);
 /* The drainer's work ran until t: it owes the time since drain_start. */

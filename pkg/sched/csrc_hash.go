@@ -11,4 +11,4 @@ package sched
 
 // cSourcesHash is the SHA-256 of the C sources, concatenated in order
 // (see TestCSourcesHash and testenv.CheckCSourcesHash).
-const cSourcesHash = "a2525fb892dc7ac33e2c5404c05255d6bc361d9ae44e7463db5897b118b9921b"
+const cSourcesHash = "7bb31468c2e5971442259a276621cf406e986ba86c65c32f1af08bd3917616ff"
